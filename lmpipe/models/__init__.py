@@ -1,0 +1,14 @@
+"""Functional model builders and their configuration dataclasses."""
+
+from lmpipe.models.albert import AlbertConfig, albert
+from lmpipe.models.bert import BertConfig, bert, count_parameters
+from lmpipe.models.pretrained import bert_from_pretrained
+
+__all__ = [
+    "AlbertConfig",
+    "BertConfig",
+    "albert",
+    "bert",
+    "bert_from_pretrained",
+    "count_parameters",
+]

@@ -1,0 +1,166 @@
+"""BERT: configuration presets and the functional encoder."""
+
+import dataclasses
+
+import keras
+from keras import ops
+
+from lmpipe.layers.bert_embedding import BertEmbedding
+from lmpipe.layers.initializers import bert_initializer
+from lmpipe.layers.transformer_encoder_block import TransformerEncoderBlock
+
+
+def _check_encoder_config(config):
+    """Validate the fields BERT and ALBERT configs share; raise ValueError naming the field."""
+    for name in (
+        "vocabulary_size",
+        "hidden_dim",
+        "num_layers",
+        "num_heads",
+        "intermediate_dim",
+        "max_sequence_length",
+        "num_segments",
+    ):
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"`{name}` must be a positive integer, got {name}={value!r}.")
+    if config.hidden_dim % config.num_heads:
+        raise ValueError(
+            f"`hidden_dim` ({config.hidden_dim}) must be divisible by `num_heads` "
+            f"({config.num_heads})."
+        )
+    for name in ("dropout", "attention_dropout"):
+        value = getattr(config, name)
+        if not 0.0 <= value < 1.0:
+            raise ValueError(f"`{name}` must be in [0, 1), got {name}={value!r}.")
+
+
+@dataclasses.dataclass(frozen=True)
+class BertConfig:
+    """Sizes and hyper-parameters of a BERT encoder; validated on creation.
+
+    Presets: `tiny()` and `small()` (the L=2/H=128 and L=4/H=512 models of Turc et al.,
+    "Well-Read Students Learn Better", 2019), `base()` and `large()` (Devlin et al., 2019).
+    Any field can be overridden: `BertConfig.base(vocabulary_size=8000)`.
+    """
+
+    vocabulary_size: int = 30522
+    hidden_dim: int = 768
+    num_layers: int = 12
+    num_heads: int = 12
+    intermediate_dim: int = 3072
+    max_sequence_length: int = 512
+    num_segments: int = 2
+    dropout: float = 0.1
+    attention_dropout: float = 0.1
+    activation: str = "gelu"
+    layer_norm_epsilon: float = 1e-12
+    initializer_range: float = 0.02
+
+    def __post_init__(self):
+        _check_encoder_config(self)
+
+    @classmethod
+    def tiny(cls, **overrides):
+        """2 layers, hidden 128, 2 heads, FFN 512: for tests and quick experiments."""
+        return cls(
+            **{**dict(hidden_dim=128, num_layers=2, num_heads=2, intermediate_dim=512), **overrides}
+        )
+
+    @classmethod
+    def small(cls, **overrides):
+        """4 layers, hidden 512, 8 heads, FFN 2048."""
+        return cls(
+            **{
+                **dict(hidden_dim=512, num_layers=4, num_heads=8, intermediate_dim=2048),
+                **overrides,
+            }
+        )
+
+    @classmethod
+    def base(cls, **overrides):
+        """BERT-base: 12 layers, hidden 768, 12 heads, FFN 3072 (110M parameters)."""
+        return cls(**overrides)
+
+    @classmethod
+    def large(cls, **overrides):
+        """BERT-large: 24 layers, hidden 1024, 16 heads, FFN 4096 (340M parameters)."""
+        return cls(
+            **{
+                **dict(hidden_dim=1024, num_layers=24, num_heads=16, intermediate_dim=4096),
+                **overrides,
+            }
+        )
+
+    def to_dict(self):
+        """The fields as a plain dict (JSON-serializable)."""
+        return dataclasses.asdict(self)
+
+
+def encoder_inputs(max_sequence_length=None):
+    """The named int32 inputs of every lmpipe encoder: token ids, segment ids, padding mask."""
+    return {
+        name: keras.Input(shape=(max_sequence_length,), dtype="int32", name=name)
+        for name in ("token_ids", "segment_ids", "padding_mask")
+    }
+
+
+def encoder_outputs(inputs, embedding, blocks, config, name):
+    """Wire embedding -> blocks -> pooler into a functional model with lmpipe's output dict."""
+    x = embedding(inputs["token_ids"], inputs["segment_ids"])  # [B, S, H]
+    for block in blocks:
+        x = block(x, padding_mask=inputs["padding_mask"])
+    # The pooler reads the final hidden state of [CLS] (position 0): tanh(W h_0 + b).
+    cls_state = x[:, 0, :]  # [B, H]
+    pooled = keras.layers.Dense(
+        config.hidden_dim,
+        activation="tanh",
+        kernel_initializer=bert_initializer(config.initializer_range),
+        name="pooler",
+    )(cls_state)
+    outputs = {"sequence_output": x, "pooled_output": pooled}
+    return keras.Model(inputs, outputs, name=name)
+
+
+def bert(config=None):
+    """A BERT encoder as a functional `keras.Model`.
+
+    Inputs: a dict of int32 `[B, S]` tensors `token_ids`, `segment_ids`, `padding_mask`
+    (1 = real token). Outputs: a dict with `sequence_output` `[B, S, H]` and
+    `pooled_output` `[B, H]` (tanh pooler over the `[CLS]` state).
+
+    The embedding layer is named `embedding` (its token table, `embedding.token_embedding`,
+    is what a masked-LM head ties to) and the blocks `block_0 .. block_{L-1}`.
+    """
+    config = config or BertConfig.base()
+    initializer = bert_initializer(config.initializer_range)
+    embedding = BertEmbedding(
+        config.vocabulary_size,
+        config.hidden_dim,
+        max_sequence_length=config.max_sequence_length,
+        num_segments=config.num_segments,
+        dropout=config.dropout,
+        layer_norm_epsilon=config.layer_norm_epsilon,
+        initializer=initializer,
+        name="embedding",
+    )
+    blocks = [
+        TransformerEncoderBlock(
+            config.num_heads,
+            config.intermediate_dim,
+            dropout=config.dropout,
+            attention_dropout=config.attention_dropout,
+            activation=config.activation,
+            layer_norm_epsilon=config.layer_norm_epsilon,
+            kernel_initializer=initializer,
+            name=f"block_{index}",
+        )
+        for index in range(config.num_layers)
+    ]
+    return encoder_outputs(encoder_inputs(), embedding, blocks, config, name="bert")
+
+
+def count_parameters(model):
+    """Number of distinct parameters of `model` (shared variables counted once)."""
+    unique = {id(variable): variable for variable in model.weights}
+    return int(sum(ops.size(variable) for variable in unique.values()))
