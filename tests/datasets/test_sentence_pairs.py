@@ -1,0 +1,169 @@
+"""Sentence pairs cut in the graph, checked against the documents they come from."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from lmpipe.datasets.sentence_pairs import pair_spans
+
+MAX_TOKENS = 61
+
+
+@pytest.fixture(scope="module")
+def pool(comedies, bert_tokenizer):
+    documents = [document for document in comedies.iter_documents()][:40]
+    tokens = bert_tokenizer.tokenize(tf.ragged.constant(documents))
+    tokens = tf.ragged.boolean_mask(tokens, tokens.row_lengths(axis=2) > 0)
+    ids = tf.range(tokens.nrows(), dtype=tf.int64)
+    return tokens, ids
+
+
+def sentence_index(tokens):
+    """Token offset -> (document, sentence) lookups for a pool."""
+    sentence_starts = tokens.values.row_splits.numpy()
+    document_of_sentence = tokens.value_rowids().numpy()
+    return sentence_starts, document_of_sentence
+
+
+def cut(pool, objective, seed, truncate=False, num_current=32):
+    tokens, ids = pool
+    spans = pair_spans(
+        tokens, ids, num_current, tf.constant(seed), objective, MAX_TOKENS, truncate=truncate
+    )
+    return {name: value.numpy() for name, value in spans.items()}
+
+
+def test_nsp_label_one_pairs_are_consecutive_sentences_of_one_document(pool):
+    starts, document_of = sentence_index(pool[0])
+    spans = cut(pool, "nsp", [1, 2])
+    true_next = spans["label"] == 1
+    assert true_next.sum() > 50
+    for a_start, a_end, b_start, b_end in zip(
+        *(spans[key][true_next] for key in ("a_start", "a_end", "b_start", "b_end")),
+        strict=True,
+    ):
+        # Spans begin and end on sentence boundaries, B starts where A ends, one document.
+        for offset in (a_start, a_end, b_start, b_end):
+            assert offset in starts
+        assert a_end == b_start and a_start < a_end < b_end
+        first, last = np.searchsorted(starts, [a_start, b_end - 1], side="right") - 1
+        assert document_of[first] == document_of[last]
+
+
+def test_nsp_label_zero_takes_b_from_another_document(pool):
+    starts, document_of = sentence_index(pool[0])
+    spans = cut(pool, "nsp", [3, 4])
+    random_next = spans["label"] == 0
+    assert random_next.sum() > 50
+    a_documents = document_of[np.searchsorted(starts, spans["a_start"], side="right") - 1]
+    b_documents = document_of[np.searchsorted(starts, spans["b_start"], side="right") - 1]
+    b_last = document_of[np.searchsorted(starts, spans["b_end"] - 1, side="right") - 1]
+    assert np.all(a_documents[random_next] != b_documents[random_next])
+    assert np.all(b_documents == b_last)  # B never runs over into the next document
+    np.testing.assert_array_equal(a_documents, spans["document"])
+
+
+def test_nsp_loses_no_sentence(pool):
+    """Every sentence of every document is used in some A or in some true B: the sentences
+    left over when B comes from another document start the next chunk."""
+    tokens, _ = pool
+    starts, document_of = sentence_index(tokens)
+    spans = cut(pool, "nsp", [5, 6])
+    used = np.zeros(len(starts) - 1, bool)
+    for start, end in zip(spans["a_start"], spans["a_end"], strict=True):
+        used[np.searchsorted(starts, start) : np.searchsorted(starts, end)] = True
+    true_next = spans["label"] == 1
+    for start, end in zip(spans["b_start"][true_next], spans["b_end"][true_next], strict=True):
+        used[np.searchsorted(starts, start) : np.searchsorted(starts, end)] = True
+    current = document_of >= tokens.nrows().numpy() - 32
+    assert used[current].all()
+
+
+def test_nsp_labels_are_balanced_on_real_text(pool):
+    labels = np.concatenate([cut(pool, "nsp", [seed, 0])["label"] for seed in range(10)])
+    # One-sentence chunks always take a random B, so label 1 is a little under one half.
+    assert 0.40 < labels.mean() < 0.55
+
+
+def test_sop_label_zero_is_exactly_the_swapped_true_pair(pool):
+    spans = cut(pool, "sop", [7, 8])
+    swapped = spans["label"] == 0
+    kept = spans["label"] == 1
+    assert 0.4 < swapped.mean() < 0.6
+    np.testing.assert_array_equal(spans["a_end"][kept], spans["b_start"][kept])
+    np.testing.assert_array_equal(spans["b_end"][swapped], spans["a_start"][swapped])
+    assert np.all(spans["a_start"] < spans["a_end"]) and np.all(spans["b_start"] < spans["b_end"])
+
+
+def test_truncation_removes_from_the_longer_side_to_fit(pool):
+    full = cut(pool, "nsp", [9, 9])
+    truncated = cut(pool, "nsp", [9, 9], truncate=True)
+    a_full, b_full = full["a_end"] - full["a_start"], full["b_end"] - full["b_start"]
+    a, b = truncated["a_end"] - truncated["a_start"], truncated["b_end"] - truncated["b_start"]
+    assert np.all(a + b == np.minimum(a_full + b_full, MAX_TOKENS))
+    # Truncated spans lie inside the original ones.
+    assert np.all(truncated["a_start"] >= full["a_start"])
+    assert np.all(truncated["a_end"] <= full["a_end"])
+    assert np.all(truncated["b_start"] >= full["b_start"])
+    assert np.all(truncated["b_end"] <= full["b_end"])
+    # The longer side shrinks first, down to the length of the shorter one.
+    cut_a, cut_b = a < a_full, b < b_full
+    assert np.all(a[cut_a] >= np.minimum(b_full[cut_a], MAX_TOKENS // 2))
+    assert np.all(b[cut_b] >= np.minimum(a_full[cut_b], (MAX_TOKENS - 1) // 2))
+    # Tokens come off the front about as often as off the back.
+    front = (truncated["a_start"] - full["a_start"]).sum() + (
+        truncated["b_start"] - full["b_start"]
+    ).sum()
+    removed = (a_full + b_full - a - b).sum()
+    assert removed > 200
+    assert abs(front / removed - 0.5) < 5 * 0.5 / np.sqrt(removed)
+
+
+def test_single_segments_cover_each_document_in_order(pool):
+    tokens, _ = pool
+    spans = cut(pool, "single", [1, 1])
+    assert np.all(spans["b_start"] == spans["b_end"])
+    for document in np.unique(spans["document"]):
+        mine = spans["document"] == document
+        np.testing.assert_array_equal(spans["a_start"][mine][1:], spans["a_end"][mine][:-1])
+        row = tokens.row_splits.numpy()
+        sentence_starts = tokens.values.row_splits.numpy()
+        assert spans["a_start"][mine][0] == sentence_starts[row[document]]
+        assert spans["a_end"][mine][-1] == sentence_starts[row[document + 1]]
+
+
+def test_short_target_lengths_are_drawn_with_short_seq_prob(pool):
+    tokens, ids = pool
+
+    def mean_chunk_length(short_seq_prob):
+        lengths = []
+        for seed in range(5):
+            spans = pair_spans(
+                tokens,
+                ids,
+                32,
+                tf.constant([seed, 1]),
+                "single",
+                500,
+                short_seq_prob=short_seq_prob,
+                truncate=False,
+            )
+            lengths.append((spans["a_end"] - spans["a_start"]).numpy())
+        return np.concatenate(lengths).mean()
+
+    # Targets uniform in [2, 500] average about half of the full target of 500.
+    assert mean_chunk_length(1.0) < 0.7 * mean_chunk_length(0.0)
+
+
+def test_same_seed_same_pairs_and_another_seed_other_pairs(pool):
+    first, again, other = (
+        cut(pool, "nsp", [4, 2]),
+        cut(pool, "nsp", [4, 2]),
+        cut(pool, "nsp", [2, 4]),
+    )
+    for key in first:
+        np.testing.assert_array_equal(first[key], again[key])
+    assert not all(
+        len(first[key]) == len(other[key]) and np.array_equal(first[key], other[key])
+        for key in first
+    )
