@@ -1,7 +1,177 @@
-"""The `lmpipe` command."""
+"""The `lmpipe` command: pretrain, fine-tune, export, and summarize models.
+
+lmpipe pretrain bert --out runs/bert           # bundled Shakespeare corpus, then export
+lmpipe pretrain albert --corpus 'wiki/*.txt' --vocab-size 30000 --steps 100000
+lmpipe finetune --pretrained runs/bert/pipeline --out runs/genre
+lmpipe export runs/bert/pipeline serving/bert
+lmpipe summarize bert --preset base
+"""
 
 import argparse
+import os
 import sys
+
+PRESETS = {
+    "bert": ("tiny", "mini", "small", "base", "large"),
+    "albert": ("tiny", "base", "large", "xlarge", "xxlarge"),
+}
+
+
+def _strategy(name):
+    """Create the distribution strategy first: multi-worker collectives must be configured
+    before TensorFlow runs anything else in the process."""
+    from lmpipe.pipelines import distribution_strategy
+
+    return distribution_strategy(None if name == "none" else name)
+
+
+def _corpus(pattern, corpus_format):
+    from lmpipe.datasets import TextCorpus
+
+    if pattern is None:
+        return TextCorpus.shakespeare()
+    return TextCorpus.from_files(pattern, format=corpus_format)
+
+
+def _tokenizer(arguments, corpus):
+    """The vocabulary file given, else the one saved in `--out` by an earlier run of the same
+    command (so a resumed run uses the same ids), else one learned from the corpus."""
+    from lmpipe.datasets import WordPieceTokenizer
+
+    if arguments.vocab:
+        return WordPieceTokenizer.from_vocab_file(arguments.vocab, lower_case=not arguments.cased)
+    saved = os.path.join(arguments.out, "tokenizer")
+    if os.path.exists(os.path.join(saved, "vocab.txt")):
+        return WordPieceTokenizer.load(saved)
+    print(f"Learning a {arguments.vocab_size}-token WordPiece vocabulary from the corpus...")
+    tokenizer = WordPieceTokenizer.train(
+        corpus, vocab_size=arguments.vocab_size, lower_case=not arguments.cased
+    )
+    tokenizer.save(saved)
+    return tokenizer
+
+
+def _model_config(kind, preset, tokenizer, seq_len):
+    from lmpipe import models
+
+    config_class = models.AlbertConfig if kind == "albert" else models.BertConfig
+    return getattr(config_class, preset)(
+        vocabulary_size=tokenizer.vocabulary_size, max_sequence_length=max(seq_len, 128)
+    )
+
+
+def _pretrain(arguments):
+    strategy = _strategy(arguments.strategy)
+    from lmpipe.pipelines import AlbertPretraining, BertPretraining
+
+    corpus = _corpus(arguments.corpus, arguments.format)
+    print(corpus.describe() if hasattr(corpus, "describe") else corpus)
+    tokenizer = _tokenizer(arguments, corpus)
+    pipeline_class = AlbertPretraining if arguments.model == "albert" else BertPretraining
+    pipe = pipeline_class(
+        tokenizer,
+        seq_len=arguments.seq_len,
+        objective=arguments.objective,
+        seed=arguments.seed,
+        model=_model_config(arguments.model, arguments.preset, tokenizer, arguments.seq_len),
+    )
+    epochs = max(1, arguments.epochs)
+    steps_per_epoch = max(1, arguments.steps // epochs)
+    pipe.fit(
+        corpus,
+        batch_size=arguments.batch_size,
+        epochs=epochs,
+        steps_per_epoch=steps_per_epoch,
+        strategy=strategy,
+        checkpoint_dir=os.path.join(arguments.out, "checkpoints"),
+        checkpoint_every=arguments.checkpoint_every,
+        learning_rate=arguments.learning_rate,
+        mixed_precision=arguments.mixed_precision,
+        jit_compile=arguments.xla,
+    )
+    from lmpipe.pipelines.distribution import is_chief
+
+    if not is_chief(strategy):
+        return 0
+    pipeline_dir = os.path.join(arguments.out, "pipeline")
+    pipe.save(pipeline_dir)
+    print(f"Saved the pipeline to {pipeline_dir}")
+    metrics = pipe.evaluate(corpus, batch_size=arguments.batch_size, steps=10, verbose=0)
+    print(
+        "Evaluation on 10 batches: "
+        + ", ".join(f"{name} {value:.4f}" for name, value in sorted(metrics.items()))
+    )
+    if not arguments.no_export:
+        export_dir = arguments.export_dir or os.path.join(arguments.out, "serving")
+        print(f"Exported for TensorFlow Serving: {pipe.export(export_dir)}")
+    return 0
+
+
+def _load_pipeline(directory):
+    import json
+
+    from lmpipe import pipelines
+
+    with open(os.path.join(directory, "pipeline.json")) as file:
+        name = json.load(file).get("pipeline")
+    pipeline_class = getattr(pipelines, name, None)
+    if pipeline_class is None:
+        raise SystemExit(f"error: {directory} holds an unknown pipeline {name!r}")
+    return pipeline_class.load(directory)
+
+
+def _export(arguments):
+    if not os.path.exists(os.path.join(arguments.pipeline, "pipeline.json")):
+        raise SystemExit(
+            f"error: {arguments.pipeline} is not a saved pipeline "
+            "(no pipeline.json); save one with `lmpipe pretrain` or pipe.save()"
+        )
+    pipe = _load_pipeline(arguments.pipeline)
+    path = pipe.export(arguments.base_dir, version=arguments.version, overwrite=arguments.overwrite)
+    print(f"Exported for TensorFlow Serving: {path}")
+    return 0
+
+
+def _finetune(arguments):
+    strategy = _strategy(arguments.strategy)
+    from lmpipe.datasets import shakespeare_genres
+    from lmpipe.pipelines import TextClassifier
+
+    splits = shakespeare_genres(genres=tuple(arguments.genres.split(",")), seed=arguments.seed)
+    num_classes = len(splits.class_names)
+    if os.path.exists(os.path.join(arguments.pretrained, "pipeline.json")):
+        pretraining = _load_pipeline(arguments.pretrained)
+        classifier = TextClassifier.from_pretraining(
+            pretraining,
+            num_classes,
+            seq_len=arguments.seq_len,
+            labels=splits.class_names,
+            seed=arguments.seed,
+        )
+    else:
+        classifier = TextClassifier.from_pretrained(
+            arguments.pretrained,
+            num_classes,
+            seq_len=arguments.seq_len,
+            labels=splits.class_names,
+            seed=arguments.seed,
+        )
+    classifier.fit(
+        splits.train,
+        batch_size=arguments.batch_size,
+        epochs=arguments.epochs,
+        steps_per_epoch=arguments.steps_per_epoch,
+        strategy=strategy,
+        checkpoint_dir=os.path.join(arguments.out, "checkpoints"),
+        learning_rate=arguments.learning_rate,
+    )
+    metrics = classifier.evaluate(splits.test, batch_size=arguments.batch_size)
+    print("Test split: " + ", ".join(f"{k} {v:.4f}" for k, v in sorted(metrics.items())))
+    classifier.save(os.path.join(arguments.out, "pipeline"))
+    if not arguments.no_export:
+        export_dir = arguments.export_dir or os.path.join(arguments.out, "serving")
+        print(f"Exported for TensorFlow Serving: {classifier.export(export_dir)}")
+    return 0
 
 
 def _summarize(arguments):
@@ -11,28 +181,100 @@ def _summarize(arguments):
         "bert": (models.BertConfig, models.bert),
         "albert": (models.AlbertConfig, models.albert),
     }[arguments.model]
-    preset = getattr(config_class, arguments.preset, None)
-    if preset is None:
+    if arguments.preset not in PRESETS[arguments.model]:
         raise SystemExit(
-            f"error: --preset {arguments.preset!r} is not a preset of {config_class.__name__}"
+            f"error: --preset {arguments.preset!r} is not a preset of {config_class.__name__}: "
+            f"choose from {', '.join(PRESETS[arguments.model])}"
         )
-    model = builder(preset())
+    model = builder(getattr(config_class, arguments.preset)())
     model.summary(expand_nested=False)
     print(f"{arguments.model}-{arguments.preset}: {models.count_parameters(model):,} parameters")
     return 0
 
 
+def _add_training_options(parser, batch_default, learning_rate):
+    parser.add_argument("--out", required=True, help="run directory (checkpoints, logs, ...)")
+    parser.add_argument(
+        "--strategy",
+        default="none",
+        choices=["none", "mirrored", "multi_worker"],
+        help="tf.distribute strategy; multi_worker reads TF_CONFIG",
+    )
+    parser.add_argument("--batch-size", type=int, default=batch_default, help="global batch size")
+    parser.add_argument("--learning-rate", type=float, default=learning_rate)
+    parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--export-dir", default=None, help="TF Serving base directory (default: OUT/serving)"
+    )
+    parser.add_argument("--no-export", action="store_true", help="skip the export")
+
+
 def build_parser():
     """The argument parser of the `lmpipe` command."""
-    parser = argparse.ArgumentParser(prog="lmpipe", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="lmpipe", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     commands = parser.add_subparsers(dest="command", required=True)
+
+    pretrain = commands.add_parser(
+        "pretrain",
+        help="pretrain BERT or ALBERT, then save and export",
+        description="Pretrain on --corpus (default: the bundled Shakespeare plays). Running the "
+        "same command again after an interruption resumes from the last checkpoint.",
+    )
+    pretrain.add_argument("model", choices=["bert", "albert"])
+    pretrain.add_argument("--corpus", default=None, help="file glob (default: Shakespeare)")
+    pretrain.add_argument("--format", default="auto", choices=["auto", "bert", "prose", "jsonl"])
+    pretrain.add_argument("--vocab", default=None, help="a BERT vocab.txt instead of learning one")
+    pretrain.add_argument("--vocab-size", type=int, default=8000)
+    pretrain.add_argument("--cased", action="store_true", help="keep case and accents")
+    pretrain.add_argument(
+        "--preset",
+        default=None,
+        help="model size: bert tiny|mini|small|base|large (default mini); "
+        "albert tiny|base|large|xlarge|xxlarge (default tiny)",
+    )
+    pretrain.add_argument(
+        "--objective",
+        default=None,
+        choices=["nsp", "sop", "mlm"],
+        help="default: nsp for bert, sop for albert",
+    )
+    pretrain.add_argument("--steps", type=int, default=200, help="training steps in all")
+    pretrain.add_argument("--epochs", type=int, default=2, help="epochs the steps divide into")
+    pretrain.add_argument("--checkpoint-every", type=int, default=50)
+    pretrain.add_argument(
+        "--mixed-precision", default=None, choices=["mixed_bfloat16", "mixed_float16"]
+    )
+    pretrain.add_argument("--xla", action="store_true", help="XLA-compile the train step")
+    _add_training_options(pretrain, batch_default=32, learning_rate=5e-4)
+    pretrain.set_defaults(run=_pretrain)
+
+    finetune = commands.add_parser(
+        "finetune", help="fine-tune a text classifier (demo: a Shakespeare speech's genre)"
+    )
+    finetune.add_argument(
+        "--pretrained",
+        required=True,
+        help="a saved pretraining pipeline, or a Hugging Face BERT folder",
+    )
+    finetune.add_argument("--genres", default="comedies,tragedies")
+    finetune.add_argument("--epochs", type=int, default=2)
+    finetune.add_argument("--steps-per-epoch", type=int, default=100)
+    _add_training_options(finetune, batch_default=32, learning_rate=5e-5)
+    finetune.set_defaults(run=_finetune)
+
+    export = commands.add_parser("export", help="export a saved pipeline for TF Serving")
+    export.add_argument("pipeline", help="directory written by pipe.save()")
+    export.add_argument("base_dir", help="TF Serving model base directory")
+    export.add_argument("--version", type=int, default=None)
+    export.add_argument("--overwrite", action="store_true")
+    export.set_defaults(run=_export)
+
     summarize = commands.add_parser("summarize", help="build a model and print its layers")
     summarize.add_argument("model", choices=["bert", "albert"])
-    summarize.add_argument(
-        "--preset",
-        default="base",
-        help="tiny, small, base, large (bert); tiny, base .. xxlarge (albert)",
-    )
+    summarize.add_argument("--preset", default="base")
     summarize.set_defaults(run=_summarize)
     return parser
 
@@ -40,6 +282,10 @@ def build_parser():
 def main(argv=None):
     """Entry point of the `lmpipe` command."""
     arguments = build_parser().parse_args(argv)
+    if arguments.command == "pretrain" and arguments.preset is None:
+        arguments.preset = "mini" if arguments.model == "bert" else "tiny"
+    if arguments.command == "pretrain" and arguments.preset not in PRESETS[arguments.model]:
+        raise SystemExit(f"error: --preset must be one of {', '.join(PRESETS[arguments.model])}")
     return arguments.run(arguments)
 
 

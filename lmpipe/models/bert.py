@@ -39,8 +39,9 @@ def _check_encoder_config(config):
 class BertConfig:
     """Sizes and hyper-parameters of a BERT encoder; validated on creation.
 
-    Presets: `tiny()` and `small()` (the L=2/H=128 and L=4/H=512 models of Turc et al.,
-    "Well-Read Students Learn Better", 2019), `base()` and `large()` (Devlin et al., 2019).
+    Presets: `tiny()`, `mini()` and `small()` (the L=2/H=128, L=4/H=256 and L=4/H=512 models
+    of Turc et al., "Well-Read Students Learn Better", 2019), `base()` and `large()`
+    (Devlin et al., 2019).
     Any field can be overridden: `BertConfig.base(vocabulary_size=8000)`.
     """
 
@@ -65,6 +66,16 @@ class BertConfig:
         """2 layers, hidden 128, 2 heads, FFN 512: for tests and quick experiments."""
         return cls(
             **{**dict(hidden_dim=128, num_layers=2, num_heads=2, intermediate_dim=512), **overrides}
+        )
+
+    @classmethod
+    def mini(cls, **overrides):
+        """4 layers, hidden 256, 4 heads, FFN 1024 (BERT-mini): pretrains in minutes on a CPU."""
+        return cls(
+            **{
+                **dict(hidden_dim=256, num_layers=4, num_heads=4, intermediate_dim=1024),
+                **overrides,
+            }
         )
 
     @classmethod

@@ -1,5 +1,7 @@
 """The user-facing pipelines: configuration, data, model, training and export together."""
 
-from lmpipe.pipelines.bert_pretraining import BertPretraining
+from lmpipe.pipelines.bert_pretraining import AlbertPretraining, BertPretraining
+from lmpipe.pipelines.distribution import distribution_strategy
+from lmpipe.pipelines.schedules import WarmupLinearDecay
 
-__all__ = ["BertPretraining"]
+__all__ = ["AlbertPretraining", "BertPretraining", "WarmupLinearDecay", "distribution_strategy"]

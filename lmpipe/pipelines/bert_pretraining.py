@@ -1,9 +1,21 @@
-"""`BertPretraining`: the configuration and data of BERT pretraining (masked LM + NSP/SOP)."""
+"""`BertPretraining` and `AlbertPretraining`: data, model, training, evaluation, export."""
 
+import json
 import math
+import os
+
+import keras
+import tensorflow as tf
 
 from lmpipe.datasets.bert_examples import PAIR_MODES, bert_examples, check_sequence_length
 from lmpipe.datasets.masking import MaskedLMMasker
+from lmpipe.datasets.wordpiece import WordPieceTokenizer
+from lmpipe.models.albert import AlbertConfig
+from lmpipe.models.bert import BertConfig
+from lmpipe.models.pretraining import BertPretrainer, _config_from_dict, _config_to_dict
+from lmpipe.pipelines.training import train
+
+PIPELINE_FILE = "pipeline.json"
 
 
 class BertPretraining:
@@ -29,6 +41,9 @@ class BertPretraining:
         whole_word: select whole words rather than pieces.
         max_ngram: mask spans of up to n words, p(n) ~ 1/n (ALBERT uses 3).
         short_seq_prob: probability of a shorter target length (0.1).
+        model: the encoder's configuration, a `BertConfig` (or `AlbertConfig`); defaults to
+            `BertConfig.small()` sized to the tokenizer's vocabulary and `seq_len`. Its
+            `vocabulary_size` must equal the tokenizer's.
 
     Example:
 
@@ -55,6 +70,7 @@ class BertPretraining:
         whole_word=False,
         max_ngram=1,
         short_seq_prob=0.1,
+        model=None,
     ):
         objective = self.default_objective if objective is None else objective
         if objective not in PAIR_MODES:
@@ -68,6 +84,20 @@ class BertPretraining:
             raise ValueError(f"`short_seq_prob` must be in [0, 1], got {short_seq_prob!r}.")
         if max_predictions is None:
             max_predictions = max(1, math.ceil(seq_len * selection_rate))
+        self.model_config = self._model_config(model, tokenizer, seq_len)
+        self.options = {
+            "seq_len": seq_len,
+            "objective": objective,
+            "seed": seed,
+            "max_predictions": max_predictions,
+            "selection_rate": selection_rate,
+            "mask_token_rate": mask_token_rate,
+            "random_token_rate": random_token_rate,
+            "whole_word": whole_word,
+            "max_ngram": max_ngram,
+            "short_seq_prob": short_seq_prob,
+        }
+        self.model = None
         self.tokenizer = tokenizer
         self.seq_len = seq_len
         self.objective = objective
@@ -139,4 +169,242 @@ class BertPretraining:
             short_seq_prob=self.short_seq_prob,
             shuffle_buffer=shuffle_buffer,
             drop_remainder=drop_remainder,
+        )
+
+    default_config = BertConfig.small
+
+    def _model_config(self, config, tokenizer, seq_len):
+        if config is None:
+            config = self.default_config(
+                vocabulary_size=tokenizer.vocabulary_size,
+                max_sequence_length=max(seq_len, 128),
+            )
+        if not isinstance(config, (BertConfig, AlbertConfig)):
+            raise ValueError(f"`model` must be a BertConfig or an AlbertConfig, got {config!r}.")
+        if config.vocabulary_size != tokenizer.vocabulary_size:
+            raise ValueError(
+                f"The model's vocabulary_size ({config.vocabulary_size}) differs from the "
+                f"tokenizer's ({tokenizer.vocabulary_size})."
+            )
+        if config.max_sequence_length < seq_len:
+            raise ValueError(
+                f"`seq_len`={seq_len} exceeds the model's max_sequence_length "
+                f"({config.max_sequence_length})."
+            )
+        return config
+
+    # Model ------------------------------------------------------------------------------------
+
+    def build_model(self):
+        """A new `BertPretrainer` (encoder + tied masked-LM head + pair head)."""
+        return BertPretrainer(
+            self.model_config, objective=self.objective, max_predictions=self.max_predictions
+        )
+
+    @property
+    def encoder(self):
+        """The trained encoder (a functional `keras.Model`), for fine-tuning or serving."""
+        if self.model is None:
+            raise ValueError("The pipeline has no model yet: call fit() or load() first.")
+        return self.model.encoder
+
+    def _run_config(self):
+        return {"model": _config_to_dict(self.model_config), **self.options}
+
+    def steps_in_one_pass(self, corpus, batch_size):
+        """Number of full batches one pass over `corpus` gives (counted by building them)."""
+        dataset = self.dataset(corpus, batch_size, epochs=1)
+        return int(dataset.reduce(0, lambda count, _: count + 1).numpy())
+
+    def fit(
+        self,
+        corpus,
+        batch_size=32,
+        epochs=1,
+        steps_per_epoch=None,
+        strategy=None,
+        checkpoint_dir=None,
+        learning_rate=1e-4,
+        warmup_steps=None,
+        weight_decay=0.01,
+        clipnorm=1.0,
+        mixed_precision=None,
+        jit_compile=False,
+        checkpoint_every=None,
+        log_dir=None,
+        callbacks=None,
+        verbose="auto",
+    ):
+        """Pretrain on `corpus`; return the Keras `History`.
+
+        Args:
+            corpus: a `TextCorpus` or `TokenizedCorpus`.
+            batch_size: global batch size (divided among the replicas; must divide evenly).
+            epochs: number of epochs of `steps_per_epoch` steps.
+            steps_per_epoch: defaults to the number of batches in one pass over the corpus.
+            strategy: None (one device), "mirrored", "multi_worker" (TF_CONFIG) or a
+                `tf.distribute.Strategy`.
+            checkpoint_dir: checkpoints and TensorBoard logs; the same command run again after
+                a crash continues from the latest checkpoint, and a finished run is not
+                repeated.
+            learning_rate: peak learning rate of AdamW (linear warmup, then linear decay).
+            warmup_steps: defaults to 10% of all steps.
+            weight_decay: AdamW's decoupled weight decay (not on biases and LayerNorms).
+            clipnorm: global gradient-norm clipping.
+            mixed_precision: None, "mixed_bfloat16" or "mixed_float16" (with loss scaling).
+            jit_compile: XLA-compile the train step.
+            checkpoint_every: also checkpoint every this many steps.
+            log_dir: TensorBoard log directory (default `<checkpoint_dir>/logs`).
+            callbacks: extra Keras callbacks.
+            verbose: Keras' progress bar setting.
+        """
+        if steps_per_epoch is None:
+            steps_per_epoch = self.steps_in_one_pass(corpus, batch_size)
+            if steps_per_epoch == 0:
+                raise ValueError(
+                    f"One pass over the corpus gives no full batch of {batch_size}: use a "
+                    "smaller `batch_size` or give `steps_per_epoch`."
+                )
+        # Without checkpoints, a second fit continues training the same model.
+        previous = self.model if checkpoint_dir is None else None
+
+        def make_dataset(per_replica, input_context, skip):
+            self._check_corpus(corpus, input_context)
+            dataset = self.dataset(corpus, per_replica, input_context=input_context)
+            return dataset.skip(skip)
+
+        self._check_corpus(corpus, None)
+        self.model, history = train(
+            self.build_model,
+            make_dataset,
+            run_config=self._run_config(),
+            batch_size=batch_size,
+            epochs=epochs,
+            steps_per_epoch=steps_per_epoch,
+            strategy=strategy,
+            checkpoint_dir=checkpoint_dir,
+            learning_rate=learning_rate,
+            warmup_steps=warmup_steps,
+            weight_decay=weight_decay,
+            clipnorm=clipnorm,
+            mixed_precision=mixed_precision,
+            jit_compile=jit_compile,
+            checkpoint_every=checkpoint_every,
+            log_dir=log_dir,
+            callbacks=callbacks,
+            verbose=verbose,
+            model=previous,
+            seed=self.seed,
+        )
+        return history
+
+    def evaluate(self, corpus, batch_size=32, steps=None, verbose="auto"):
+        """Losses and accuracies on one pass over `corpus` (or `steps` batches), as a dict."""
+        if self.model is None:
+            raise ValueError("The pipeline has no model yet: call fit() or load() first.")
+        self._check_corpus(corpus, None)
+        dataset = self.dataset(corpus, batch_size, epochs=None if steps else 1)
+        return self.model.evaluate(dataset, steps=steps, return_dict=True, verbose=verbose)
+
+    def _check_corpus(self, corpus, input_context):
+        num_pipelines = 1 if input_context is None else input_context.num_input_pipelines
+        needed = 2 * num_pipelines if self.objective == "nsp" else num_pipelines
+        if len(corpus) < needed:
+            raise ValueError(
+                f"The corpus has {len(corpus)} document(s); objective {self.objective!r} with "
+                f"{num_pipelines} input pipeline(s) needs at least {needed}"
+                + (
+                    " (NSP draws its random second segment from another document)."
+                    if self.objective == "nsp"
+                    else "."
+                )
+            )
+
+    # Save, load, export -----------------------------------------------------------------------
+
+    def save(self, directory):
+        """Write the tokenizer, the pipeline's options and the trained model to `directory`."""
+        if self.model is None:
+            raise ValueError("The pipeline has no model yet: call fit() first.")
+        tf.io.gfile.makedirs(directory)
+        self.tokenizer.save(os.path.join(directory, "tokenizer"))
+        description = {
+            "pipeline": type(self).__name__,
+            "model": _config_to_dict(self.model_config),
+            **self.options,
+        }
+        with tf.io.gfile.GFile(os.path.join(directory, PIPELINE_FILE), "w") as file:
+            json.dump(description, file, indent=2)
+        self.model.save(os.path.join(directory, "model.keras"))
+
+    @classmethod
+    def load(cls, directory):
+        """A pipeline saved with `save`, with its trained model."""
+        path = os.path.join(directory, PIPELINE_FILE)
+        if not tf.io.gfile.exists(path):
+            raise ValueError(f"{directory!r} holds no saved pipeline ({PIPELINE_FILE} missing).")
+        with tf.io.gfile.GFile(path) as file:
+            description = json.load(file)
+        description.pop("pipeline")
+        config = _config_from_dict(description.pop("model"))
+        tokenizer = WordPieceTokenizer.load(os.path.join(directory, "tokenizer"))
+        pipeline = cls(tokenizer, model=config, **description)
+        pipeline.model = keras.models.load_model(os.path.join(directory, "model.keras"))
+        return pipeline
+
+    def serving_model(self):
+        """The model to serve: the encoder's outputs and the pair head's probabilities, from
+        `token_ids`, `segment_ids`, `padding_mask`."""
+        encoder = self.encoder
+        inputs = {
+            name: keras.Input(shape=(None,), dtype="int32", name=name)
+            for name in ("token_ids", "segment_ids", "padding_mask")
+        }
+        outputs = dict(encoder(inputs))
+        if self.objective != "mlm":
+            logits = self.model.get_layer("pair_head")(outputs["pooled_output"])
+            outputs[f"{self.objective}_probabilities"] = keras.layers.Softmax(dtype="float32")(
+                logits
+            )
+        return keras.Model(inputs, outputs, name=f"{self.model.name}_serving")
+
+    def export(self, base_dir, version=None, overwrite=False):
+        """Export a SavedModel for TensorFlow Serving to `<base_dir>/<version>/`; return its
+        path. Signatures: `serving_default` (token ids in) and raw-text ones (see README)."""
+        from lmpipe.serving import export_saved_model
+
+        return export_saved_model(
+            base_dir,
+            self.serving_model(),
+            self.tokenizer,
+            self.seq_len,
+            version=version,
+            overwrite=overwrite,
+        )
+
+
+class AlbertPretraining(BertPretraining):
+    """ALBERT pretraining: sentence-order prediction and n-gram masking by default, and an
+    `AlbertConfig` encoder (factorized embedding, one shared block).
+
+    Takes the arguments of `BertPretraining`; defaults differ: `objective="sop"`,
+    `max_ngram=3`, and `model` defaults to `AlbertConfig.tiny()`-like sizes scaled to the
+    tokenizer (`AlbertConfig.base()` for real runs).
+
+    Reference: Lan et al., "ALBERT", 2020, sections 3 and 4.1.
+    """
+
+    default_objective = "sop"
+
+    def __init__(self, tokenizer, *args, max_ngram=3, **kwargs):
+        super().__init__(tokenizer, *args, max_ngram=max_ngram, **kwargs)
+
+    def default_config(self, **sizes):
+        return AlbertConfig(
+            embedding_dim=128,
+            hidden_dim=512,
+            num_layers=4,
+            num_heads=8,
+            intermediate_dim=2048,
+            **sizes,
         )

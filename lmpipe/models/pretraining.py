@@ -1,0 +1,152 @@
+"""The BERT/ALBERT pretraining model: encoder, tied masked-LM head and NSP/SOP head, losses."""
+
+import keras
+from keras import ops
+
+from lmpipe.layers.initializers import bert_initializer
+from lmpipe.layers.masked_lm_head import MaskedLMHead
+from lmpipe.models.albert import AlbertConfig, albert
+from lmpipe.models.bert import BertConfig, bert
+from lmpipe.models.trainable import TrainableModel
+
+PAIR_LABELS = {"nsp": "nsp_labels", "sop": "sop_labels", "mlm": None}
+
+
+def encoder_from_config(config):
+    """`bert(config)` for a `BertConfig`, `albert(config)` for an `AlbertConfig`."""
+    if isinstance(config, AlbertConfig):
+        return albert(config)
+    if isinstance(config, BertConfig):
+        return bert(config)
+    raise ValueError(f"`config` must be a BertConfig or an AlbertConfig, got {config!r}.")
+
+
+def _config_to_dict(config):
+    kind = "albert" if isinstance(config, AlbertConfig) else "bert"
+    return {"kind": kind, **config.to_dict()}
+
+
+def _config_from_dict(values):
+    values = dict(values)
+    kind = values.pop("kind")
+    return (AlbertConfig if kind == "albert" else BertConfig)(**values)
+
+
+def _global_sum(value):
+    """Sum of `value` over all replicas (the value itself outside a distribution strategy)."""
+    import tensorflow as tf
+
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return value
+    return context.all_reduce(tf.distribute.ReduceOp.SUM, value)
+
+
+@keras.saving.register_keras_serializable(package="lmpipe")
+class BertPretrainer(TrainableModel):
+    """Encoder + masked-LM head tied to the token embedding + a 2-way pair head.
+
+    Inputs: the features of the BERT data contract (`token_ids`, `segment_ids`,
+    `padding_mask`, `mask_positions`). Outputs: `mlm_logits` `[B, P, V]` and, for the "nsp" and
+    "sop" objectives, `pair_logits` `[B, 2]` (float32). The model is built functionally inside
+    this class so that `from_config` rebuilds it, and re-ties the head to the embedding.
+
+    Loss: the masked mean of the masked-LM cross-entropy over the real predictions
+    (`mask_weights`), plus the mean pair cross-entropy. Both means are taken over the global
+    batch when training under a distribution strategy. Metrics: `mlm_loss`, `mlm_accuracy`
+    (over real predictions), `pair_loss`, `pair_accuracy`.
+
+    Args:
+        encoder_config: a `BertConfig` or an `AlbertConfig`.
+        objective: "nsp", "sop" or "mlm" (no pair head).
+        max_predictions: length of the masked-LM prediction lists.
+    """
+
+    def __init__(self, encoder_config, objective="nsp", max_predictions=20, **kwargs):
+        if isinstance(encoder_config, dict):
+            encoder_config = _config_from_dict(encoder_config)
+        if objective not in PAIR_LABELS:
+            raise ValueError(
+                f"`objective` must be one of {sorted(PAIR_LABELS)}, got objective={objective!r}."
+            )
+        encoder = encoder_from_config(encoder_config)
+        inputs = {
+            name: keras.Input(shape=(None,), dtype="int32", name=name)
+            for name in ("token_ids", "segment_ids", "padding_mask", "mask_positions")
+        }
+        encoded = encoder({name: inputs[name] for name in encoder.input})
+        token_embedding = encoder.get_layer("embedding").token_embedding
+        mlm_head = MaskedLMHead(
+            encoder_config.vocabulary_size,
+            token_embedding=token_embedding,
+            activation=encoder_config.activation,
+            layer_norm_epsilon=encoder_config.layer_norm_epsilon,
+            kernel_initializer=bert_initializer(encoder_config.initializer_range),
+            name="mlm_head",
+        )
+        outputs = {"mlm_logits": mlm_head(encoded["sequence_output"], inputs["mask_positions"])}
+        if PAIR_LABELS[objective] is not None:
+            pair_head = keras.layers.Dense(
+                2,
+                kernel_initializer=bert_initializer(encoder_config.initializer_range),
+                name="pair_head",
+            )
+            outputs["pair_logits"] = ops.cast(pair_head(encoded["pooled_output"]), "float32")
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        self.encoder_config = encoder_config
+        self.objective = objective
+        self.max_predictions = max_predictions
+        self.encoder = encoder
+        self.mlm_loss_tracker = keras.metrics.Mean(name="mlm_loss")
+        self.mlm_accuracy = keras.metrics.Mean(name="mlm_accuracy")
+        if PAIR_LABELS[objective] is not None:
+            self.pair_loss_tracker = keras.metrics.Mean(name="pair_loss")
+            self.pair_accuracy = keras.metrics.Mean(name="pair_accuracy")
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        del x, sample_weight, training
+        logits = y_pred["mlm_logits"]
+        weights = ops.cast(y["mask_weights"], "float32")
+        per_prediction = keras.losses.sparse_categorical_crossentropy(
+            y["mask_ids"], logits, from_logits=True
+        )  # [B, P]
+        local_count = ops.sum(weights)
+        local_sum = ops.sum(per_prediction * weights)
+        # Divided by the global count, the per-replica losses add up (as gradients are
+        # summed across replicas) to the masked mean over the global batch.
+        loss = local_sum / ops.maximum(_global_sum(local_count), 1.0)
+        self.mlm_loss_tracker.update_state(
+            local_sum / ops.maximum(local_count, 1.0), sample_weight=local_count
+        )
+        correct = ops.cast(
+            ops.cast(ops.argmax(logits, axis=-1), "int32") == ops.cast(y["mask_ids"], "int32"),
+            "float32",
+        )
+        self.mlm_accuracy.update_state(
+            ops.sum(correct * weights) / ops.maximum(local_count, 1.0), sample_weight=local_count
+        )
+        label_name = PAIR_LABELS[self.objective]
+        if label_name is not None:
+            pair_logits = y_pred["pair_logits"]
+            pair_loss = keras.losses.sparse_categorical_crossentropy(
+                y[label_name], pair_logits, from_logits=True
+            )  # [B]
+            local_examples = ops.cast(ops.shape(pair_loss)[0], "float32")
+            loss = loss + ops.sum(pair_loss) / ops.maximum(_global_sum(local_examples), 1.0)
+            self.pair_loss_tracker.update_state(ops.mean(pair_loss), sample_weight=local_examples)
+            predicted = ops.cast(ops.argmax(pair_logits, axis=-1), "int32")
+            pair_correct = ops.cast(predicted == ops.cast(y[label_name], "int32"), "float32")
+            self.pair_accuracy.update_state(ops.mean(pair_correct), sample_weight=local_examples)
+        return loss
+
+    def get_config(self):
+        return {
+            "encoder_config": _config_to_dict(self.encoder_config),
+            "objective": self.objective,
+            "max_predictions": self.max_predictions,
+            "name": self.name,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)

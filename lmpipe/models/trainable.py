@@ -1,0 +1,36 @@
+"""A Keras model base class for lmpipe's training models, working around Keras limits."""
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+
+class TrainableModel(keras.Model):
+    """`keras.Model` for models that lmpipe builds completely before `fit`, and that report
+    their metrics with `compute_metrics` returning `metric_results()`.
+
+    Two Keras 3 steps fail under MultiWorkerMirroredStrategy, and this class avoids them:
+    - before training, Keras (`_maybe_symbolic_build`) pulls one batch and averages it across
+      replicas with `strategy.reduce`, which cannot reduce a dict of batches there. lmpipe's
+      models are built, compiled and have their optimizer built before `fit`, so that step
+      has nothing to do: it is skipped then;
+    - after each step Keras averages the metrics across workers with a reduction over axis 0,
+      which fails on scalars: under that strategy the metrics are returned with shape [1].
+    """
+
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        optimizer_ready = self.optimizer is None or self.optimizer.built
+        if self.built and optimizer_ready:
+            return
+        super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
+
+    def metric_results(self):
+        """`{name: result}` of every metric, shaped for the current distribution strategy."""
+        results = {metric.name: metric.result() for metric in self.metrics}
+        if isinstance(tf.distribute.get_strategy(), tf.distribute.MultiWorkerMirroredStrategy):
+            results = {name: ops.expand_dims(value, 0) for name, value in results.items()}
+        return results
+
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        del x, y, y_pred, sample_weight
+        return self.metric_results()

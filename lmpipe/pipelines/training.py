@@ -1,0 +1,191 @@
+"""The training loop every pipeline shares: strategy, optimizer, resumable checkpoints, fit."""
+
+import contextlib
+import os
+
+import keras
+
+from lmpipe.pipelines.checkpointing import CheckpointCallback, TrainingCheckpoint
+from lmpipe.pipelines.distribution import (
+    distributed_dataset,
+    distribution_strategy,
+    is_chief,
+    per_replica_batch_size,
+)
+from lmpipe.pipelines.schedules import WarmupLinearDecay
+
+MIXED_PRECISION = (None, "float32", "mixed_bfloat16", "mixed_float16")
+
+
+@contextlib.contextmanager
+def dtype_policy(name):
+    """Build models under the Keras dtype policy `name` (None: leave the policy as it is)."""
+    if name not in MIXED_PRECISION:
+        raise ValueError(f"`mixed_precision` must be one of {MIXED_PRECISION}, got {name!r}.")
+    if name is None:
+        yield
+        return
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(name)
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(previous)
+
+
+def adamw(learning_rate, total_steps, warmup_steps, weight_decay, clipnorm):
+    """AdamW with BERT's schedule (linear warmup, then linear decay to 0), global-norm gradient
+    clipping, and no weight decay on biases and LayerNorm parameters."""
+    optimizer = keras.optimizers.AdamW(
+        learning_rate=WarmupLinearDecay(learning_rate, warmup_steps, total_steps),
+        weight_decay=weight_decay,
+        beta_1=0.9,
+        beta_2=0.999,
+        epsilon=1e-6,
+        global_clipnorm=clipnorm,
+    )
+    optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
+    return optimizer
+
+
+class History(keras.callbacks.History):
+    """A Keras `History` that can concatenate the histories of several `fit` calls."""
+
+    def __init__(self):
+        super().__init__()
+        self.epoch = []
+
+    def extend(self, other):
+        for key, values in other.history.items():
+            self.history.setdefault(key, []).extend(values)
+        self.epoch.extend(other.epoch)
+        self.params = other.params
+
+
+def train(
+    build_model,
+    make_dataset,
+    *,
+    run_config,
+    batch_size,
+    epochs,
+    steps_per_epoch,
+    strategy=None,
+    checkpoint_dir=None,
+    learning_rate=1e-4,
+    warmup_steps=None,
+    weight_decay=0.01,
+    clipnorm=1.0,
+    mixed_precision=None,
+    jit_compile=False,
+    checkpoint_every=None,
+    log_dir=None,
+    callbacks=None,
+    verbose="auto",
+    model=None,
+    seed=None,
+):
+    """Build (or reuse) a model under `strategy`, restore its checkpoint, and fit it.
+
+    Args:
+        build_model: `() -> keras.Model`, called inside the strategy scope (and dtype policy).
+        make_dataset: `(per_replica_batch_size, input_context, skip_batches) -> tf.data.Dataset`
+            of `(features, labels)`, infinite, skipping the first `skip_batches` batches.
+        run_config: JSON-serializable description of the model, checked on resume.
+        batch_size: global batch size, divided among the replicas.
+        epochs, steps_per_epoch: `epochs * steps_per_epoch` steps in all.
+        strategy: None, "mirrored", "multi_worker" or a `tf.distribute.Strategy`.
+        checkpoint_dir: where to checkpoint; a run started again with the same arguments
+            continues from the latest checkpoint, and a finished run is not repeated.
+        learning_rate, warmup_steps, weight_decay, clipnorm: AdamW and its schedule;
+            `warmup_steps` defaults to 10% of the steps.
+        mixed_precision: None, "mixed_bfloat16" or "mixed_float16" (Keras adds loss scaling).
+        jit_compile: compile the train step with XLA.
+        checkpoint_every: also checkpoint every this many steps (else at epoch ends).
+        log_dir: TensorBoard logs (defaults to `<checkpoint_dir>/logs`).
+        callbacks: more Keras callbacks.
+        model: an existing model to keep training (must have been built in `strategy`).
+        seed: seeds Keras' global random state (weight initialization, dropout) first, so
+            that the same seed gives the same training run.
+
+    Returns:
+        `(model, history)`.
+    """
+    strategy = distribution_strategy(strategy)
+    per_replica = per_replica_batch_size(strategy, batch_size)
+    for name, value in (("epochs", epochs), ("steps_per_epoch", steps_per_epoch)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"`{name}` must be a positive integer, got {name}={value!r}.")
+    total_steps = epochs * steps_per_epoch
+    warmup_steps = max(1, total_steps // 10) if warmup_steps is None else warmup_steps
+    if seed is not None:
+        keras.utils.set_random_seed(seed)
+    with dtype_policy(mixed_precision), strategy.scope():
+        if model is None:
+            model = build_model()
+        optimizer = adamw(learning_rate, total_steps, warmup_steps, weight_decay, clipnorm)
+        model.compile(optimizer=optimizer, jit_compile=jit_compile)
+        model.optimizer.build(model.trainable_variables)
+    checkpoint = None
+    steps_done = 0
+    if checkpoint_dir is not None:
+        checkpoint = TrainingCheckpoint(checkpoint_dir, model, strategy, run_config)
+        steps_done = checkpoint.restore()
+
+    history = History()
+    history.set_model(model)
+    if steps_done >= total_steps:
+        if verbose:
+            print(
+                f"Training already finished: {steps_done} of {total_steps} steps are in "
+                f"{checkpoint_dir!r}."
+            )
+        return model, history
+
+    callbacks = list(callbacks or [])
+    if checkpoint is not None:
+        callbacks.append(CheckpointCallback(checkpoint, every_steps=checkpoint_every))
+    if log_dir is None and checkpoint_dir is not None and is_chief(strategy):
+        log_dir = os.path.join(checkpoint_dir, "logs")
+    if log_dir is not None:
+        callbacks.append(keras.callbacks.TensorBoard(log_dir=log_dir, update_freq="epoch"))
+
+    def dataset_from(step):
+        def for_pipeline(input_context):
+            # Each input pipeline feeds num_replicas / num_pipelines replicas per step.
+            if input_context is None:
+                batches_per_step = 1
+            else:
+                batches_per_step = (
+                    input_context.num_replicas_in_sync // input_context.num_input_pipelines
+                )
+            return make_dataset(per_replica, input_context, step * batches_per_step)
+
+        return distributed_dataset(strategy, for_pipeline)
+
+    # A run resumed inside an epoch first finishes that epoch, then runs whole epochs.
+    first_epoch, offset = divmod(steps_done, steps_per_epoch)
+    if offset:
+        part = model.fit(
+            dataset_from(steps_done),
+            initial_epoch=first_epoch,
+            epochs=first_epoch + 1,
+            steps_per_epoch=steps_per_epoch - offset,
+            callbacks=callbacks,
+            verbose=verbose,
+            shuffle=False,  # the datasets shuffle themselves, deterministically
+        )
+        history.extend(part)
+        first_epoch += 1
+    if first_epoch < epochs:
+        part = model.fit(
+            dataset_from(first_epoch * steps_per_epoch),
+            initial_epoch=first_epoch,
+            epochs=epochs,
+            steps_per_epoch=steps_per_epoch,
+            callbacks=callbacks,
+            verbose=verbose,
+            shuffle=False,  # the datasets shuffle themselves, deterministically
+        )
+        history.extend(part)
+    return model, history

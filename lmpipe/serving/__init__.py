@@ -1,0 +1,47 @@
+"""SavedModel export for TensorFlow Serving, and tools that reproduce how the server loads it.
+
+- `export_saved_model(base_dir, model, tokenizer, seq_len)`: `<base_dir>/<version>/`, written
+  atomically, with the `serving_default`, `serve_text` and `serve_text_pair` signatures and
+  warmup records.
+- `lmpipe.serving.compat`: a fresh process that loads an export as TF Serving does (TF1 loader,
+  `session.run` by tensor names, strict request dtypes), and replays its warmup records.
+- `lmpipe.serving.rest`: TF Serving's REST predict JSON (row and columnar) to arrays and back.
+"""
+
+from lmpipe.serving.compat import (
+    ServingError,
+    ServingProcess,
+    read_signature_defs,
+    replay_warmup,
+    run_tf1_loader,
+)
+from lmpipe.serving.export import (
+    SERVE_TEXT,
+    SERVE_TEXT_PAIR,
+    SERVING_DEFAULT,
+    ServingModule,
+    export_saved_model,
+    pack_texts,
+    truncate_longest_first,
+)
+from lmpipe.serving.rest import RestRequestError, outputs_to_rest, rest_to_inputs
+from lmpipe.serving.warmup import read_warmup_requests
+
+__all__ = [
+    "SERVE_TEXT",
+    "SERVE_TEXT_PAIR",
+    "SERVING_DEFAULT",
+    "RestRequestError",
+    "ServingError",
+    "ServingModule",
+    "ServingProcess",
+    "export_saved_model",
+    "outputs_to_rest",
+    "pack_texts",
+    "read_signature_defs",
+    "read_warmup_requests",
+    "replay_warmup",
+    "rest_to_inputs",
+    "run_tf1_loader",
+    "truncate_longest_first",
+]

@@ -1,0 +1,483 @@
+"""Export an encoder and its tokenizer as a SavedModel that TensorFlow Serving loads as it is.
+
+`export_saved_model` writes `<base_dir>/<version>/` with tag `serve` and these signatures:
+
+- `serving_default`: `token_ids`, `segment_ids`, `padding_mask`, dense int32 `[batch, length]`
+  (length at most `seq_len`) -> the model's outputs, float32.
+- `serve_text`: `text`, string `[batch]` -> the same outputs. The text is tokenized with the
+  WordPiece tokenizer in the graph, cut to `seq_len - 2` pieces, packed as `[CLS] text [SEP]`
+  and padded to `seq_len`.
+- `serve_text_pair` (with `pairs=True`): `text` and `text_pair`, string `[batch]` each ->
+  the same outputs for `[CLS] text [SEP] text_pair [SEP]`, the longer side cut first.
+
+Text signatures pad to `seq_len`, not to the longest text of the batch, so a text gets the
+same output shapes whatever it is batched with (TF Serving's server-side batching joins
+requests and splits the outputs by rows only; padding per batch would give a request outputs
+as long as another request's text).
+"""
+
+import os
+import re
+import tempfile
+from collections.abc import Mapping
+
+import keras
+import numpy as np
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from lmpipe.serving import versions
+from lmpipe.serving.warmup import prediction_log, write_warmup_requests
+
+SERVING_DEFAULT = "serving_default"
+SERVE_TEXT = "serve_text"
+SERVE_TEXT_PAIR = "serve_text_pair"
+ENCODER_INPUTS = ("token_ids", "segment_ids", "padding_mask")
+
+WARMUP_TEXTS = ("The quick brown fox jumps over the lazy dog.",)
+WARMUP_TEXT_PAIRS = ("It was not amused.",)
+
+_OUTPUT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def export_saved_model(
+    base_dir,
+    model,
+    tokenizer,
+    seq_len,
+    version=None,
+    overwrite=False,
+    outputs=None,
+    pairs=True,
+    warmup=True,
+):
+    """Export `model` with `tokenizer` as `<base_dir>/<version>/`, a SavedModel for TF Serving.
+
+    The version directory appears complete or not at all: the SavedModel is written to a
+    hidden `.tmp-lmpipe-*` directory in `base_dir` (TF Serving only considers integer names)
+    and renamed to its version number when it is finished.
+
+    Args:
+        base_dir: the model's base directory, what TF Serving's `--model_base_path` points to
+            (created if needed).
+        model: a Keras model (or any callable, with its variables in `model.variables`) taking
+            the dict of int32 `[B, S]` tensors `token_ids`, `segment_ids`, `padding_mask` and
+            returning a dict of tensors; it is called with `training=False` if it is a
+            `keras.Model`.
+        tokenizer: the `WordPieceTokenizer` of the text signatures; its `vocab.txt` and
+            `tokenizer.json` are stored as assets of the SavedModel.
+        seq_len: the longest sequence served, special tokens included; text signatures pad to
+            it and `serving_default` rejects longer inputs.
+        version: the integer version number; None (the default) takes 1 + the largest version
+            in `base_dir`, or 1.
+        overwrite: replace an existing `version` (an error otherwise). TF Serving does not
+            reload a version number it already serves: to roll out a new model to a running
+            server, export a new version.
+        outputs: what to serve. None: every output of the model, under its name. A list of
+            names: those outputs. A dict `{name: source}`: each `source` is an output name of
+            the model or a function of the model's output dict (run in the graph), for
+            instance `{"probabilities": lambda out: keras.ops.softmax(out["logits"])}`.
+            Served outputs must be dense floating tensors with a batch dimension; they are
+            cast to float32 (from the compute dtype of mixed precision).
+        pairs: also export `serve_text_pair` for sentence pairs.
+        warmup: write `assets.extra/tf_serving_warmup_requests` with one request per
+            signature; True uses a built-in sentence, or give a list of texts.
+
+    Returns:
+        The path of the new version directory.
+
+    Raises:
+        ValueError: a bad argument (named), `version` exists without `overwrite=True`, or the
+            model fails on a `[1, seq_len]` batch of the tokenizer's ids or returns outputs
+            that cannot be served.
+    """
+    base_dir = versions.check_base_dir(base_dir)
+    versions.check_version(version)
+    if not isinstance(overwrite, bool):
+        raise ValueError(f"`overwrite` must be True or False, got overwrite={overwrite!r}.")
+    if not isinstance(pairs, bool):
+        raise ValueError(f"`pairs` must be True or False, got pairs={pairs!r}.")
+    warmup_texts = _check_warmup(warmup)
+    versions.check_not_exported(base_dir, version, overwrite)
+
+    module = ServingModule(model, tokenizer, seq_len, outputs=outputs, pairs=pairs)
+    signatures = module.signatures()
+    with versions.temporary_directory(base_dir) as temporary:
+        with tempfile.TemporaryDirectory() as assets:
+            module.attach_tokenizer_assets(assets)
+            tf.saved_model.save(
+                module,
+                temporary,
+                signatures=signatures,
+                options=tf.saved_model.SaveOptions(save_debug_info=False),
+            )
+        if warmup_texts:
+            model_name = os.path.basename(os.path.normpath(os.path.abspath(base_dir)))
+            requests = module.example_requests(warmup_texts)
+            write_warmup_requests(
+                temporary,
+                [prediction_log(model_name, name, inputs) for name, inputs in requests.items()],
+            )
+        return versions.publish(temporary, base_dir, version, overwrite)
+
+
+def pack_texts(tokenizer, texts, seq_len, text_pairs=None):
+    """BERT inputs for texts (or text pairs), in graph ops: int32 `[B, seq_len]` each.
+
+    `[CLS] text [SEP]`, or `[CLS] text [SEP] text_pair [SEP]`, then `[PAD]`s; `segment_ids`
+    are 0 up to the first `[SEP]` and 1 after it; `padding_mask` is 1 on real tokens. An empty
+    text gives no piece (`[CLS] [SEP]`).
+
+    Texts too long are cut from the end: a single text to `seq_len - 2` pieces; a pair to
+    `seq_len - 3` pieces in all, always cutting the longer side (the second one on a tie), as
+    BERT's `truncate_seq_pair` does but deterministically.
+
+    Args:
+        tokenizer: a `WordPieceTokenizer`.
+        texts: string `[B]`.
+        seq_len: the length of the packed sequences.
+        text_pairs: optional string `[B]`, the second segment of each example.
+
+    Returns:
+        `{"token_ids", "segment_ids", "padding_mask"}`, int32 `[B, seq_len]`.
+    """
+    if text_pairs is None:
+        segments = [tokenizer.tokenize(texts)[:, : seq_len - 2]]  # [B, (pieces)]
+    else:
+        # One tokenizer call for both sides: half the graph, and one op launch per request.
+        batch_size = tf.size(texts)
+        pieces = tokenizer.tokenize(tf.concat([texts, text_pairs], axis=0))  # [2B, (pieces)]
+        segments = truncate_longest_first(pieces[:batch_size], pieces[batch_size:], seq_len - 3)
+    token_ids, segment_ids = tf_text.combine_segments(
+        segments, start_of_sequence_id=tokenizer.cls_id, end_of_segment_id=tokenizer.sep_id
+    )
+    token_ids, padding_mask = tf_text.pad_model_inputs(token_ids, seq_len, tokenizer.pad_id)
+    segment_ids, _ = tf_text.pad_model_inputs(segment_ids, seq_len, 0)
+    return {
+        "token_ids": tf.cast(token_ids, tf.int32),
+        "segment_ids": tf.cast(segment_ids, tf.int32),
+        "padding_mask": tf.cast(padding_mask, tf.int32),
+    }
+
+
+def truncate_longest_first(first, second, max_tokens):
+    """Cut ragged `[B, (pieces)]` pairs to at most `max_tokens` pieces per pair, from the end.
+
+    The result of BERT's `truncate_seq_pair` (remove the last piece of the longer segment,
+    of the second one on a tie, until the pair fits), computed in closed form per row.
+    """
+    a = first.row_lengths()  # [B]
+    b = second.row_lengths()
+    fits = a + b <= max_tokens
+    a_is_short = (a < b) & (2 * a <= max_tokens)  # only the longer second segment is cut
+    b_is_short = (b < a) & (2 * b <= max_tokens)
+    # Otherwise both end up cut to halves, the first segment keeping the odd piece.
+    half = tf.constant(max_tokens // 2, a.dtype)
+    keep_a = tf.where(fits | a_is_short, a, tf.where(b_is_short, max_tokens - b, max_tokens - half))
+    keep_b = tf.where(fits | b_is_short, b, tf.where(a_is_short, max_tokens - a, half))
+    return [_keep_first(first, keep_a), _keep_first(second, keep_b)]
+
+
+def _keep_first(ragged, lengths):
+    """The first `lengths[i]` values of each row `i` of a ragged `[B, (n)]` tensor."""
+    positions = tf.ragged.range(ragged.row_lengths())  # [B, (n)]
+    return tf.ragged.boolean_mask(ragged, positions < tf.expand_dims(lengths, 1))
+
+
+class ServingModule(tf.Module):
+    """What an export saves: the model's variables, the tokenizer and the serving functions.
+
+    The Keras model itself is not saved as an object, only its variables, as the
+    `tf.Variable`s Keras 3 wraps (see `_tf_variables`), so the SavedModel needs neither lmpipe
+    nor Keras to load and the TF1 loader restores what the functions read; the tokenizer is
+    tracked so that its graph resources are saved, and its vocabulary files are assets
+    (`assets/vocab.txt`, `assets/tokenizer.json`).
+
+    Every signature is a `tf.function(jit_compile=False)`, so TF Serving runs the graph as it
+    is; `functions` gives them for calls in-process.
+    """
+
+    def __init__(self, model, tokenizer, seq_len, outputs=None, pairs=True):
+        super().__init__(name="lmpipe_serving")
+        if not callable(model):
+            raise ValueError(f"`model` must be a Keras model or callable, got {model!r}.")
+        for name in ("tokenize", "save", "cls_id", "sep_id", "pad_id", "vocabulary_size"):
+            if not hasattr(tokenizer, name):
+                raise ValueError(
+                    f"`tokenizer` must be a WordPieceTokenizer, got {type(tokenizer).__name__}."
+                )
+        minimum = 3 if pairs else 2
+        if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < minimum:
+            raise ValueError(
+                f"`seq_len` must be an integer of at least {minimum} ([CLS], [SEP]"
+                f"{' and a second [SEP]' if pairs else ''}), got seq_len={seq_len!r}."
+            )
+        self.tokenizer = tokenizer
+        self.seq_len = seq_len
+        self.pairs = pairs
+        self.model_variables = _tf_variables(getattr(model, "variables", []))
+        # A plain object, which tf.Module does not track: the model is not saved as an object.
+        self._forward = _Forward(model, _check_outputs(outputs))
+        self._forward.check(tokenizer, seq_len)
+
+        token_spec = [tf.TensorSpec([None, None], tf.int32, name=name) for name in ENCODER_INPUTS]
+        text_spec = tf.TensorSpec([None], tf.string, name="text")
+        pair_spec = tf.TensorSpec([None], tf.string, name="text_pair")
+        functions = {
+            SERVING_DEFAULT: tf.function(
+                self._serve_ids, input_signature=token_spec, jit_compile=False, autograph=False
+            ),
+            SERVE_TEXT: tf.function(
+                self._serve_text, input_signature=[text_spec], jit_compile=False, autograph=False
+            ),
+        }
+        if pairs:
+            functions[SERVE_TEXT_PAIR] = tf.function(
+                self._serve_text_pair,
+                input_signature=[text_spec, pair_spec],
+                jit_compile=False,
+                autograph=False,
+            )
+        # Held by a plain object, which tf.Module does not track: the functions are saved as
+        # signatures only. (Saving traces every tracked tf.function again, for seconds.)
+        self._functions = _Untracked(functions)
+
+    @property
+    def functions(self):
+        """`{signature name: tf.function}`, to call the signatures in-process."""
+        return dict(self._functions.value)
+
+    def signatures(self):
+        """`{signature name: concrete function}` for `tf.saved_model.save`."""
+        return {name: function.get_concrete_function() for name, function in self.functions.items()}
+
+    def attach_tokenizer_assets(self, directory):
+        """Write the tokenizer's files to `directory` and track them as SavedModel assets."""
+        self.tokenizer.save(directory)
+        self.vocabulary_file = tf.saved_model.Asset(os.path.join(directory, "vocab.txt"))
+        self.tokenizer_config_file = tf.saved_model.Asset(os.path.join(directory, "tokenizer.json"))
+
+    def example_requests(self, texts):
+        """`{signature name: inputs}` of one request per signature for a batch of `texts`."""
+        texts = np.array([text.encode("utf-8") for text in texts], dtype=object)
+        packed = pack_texts(self.tokenizer, tf.constant(texts), self.seq_len)
+        requests = {
+            SERVING_DEFAULT: {name: tensor.numpy() for name, tensor in packed.items()},
+            SERVE_TEXT: {"text": texts},
+        }
+        if self.pairs:
+            pairs = [WARMUP_TEXT_PAIRS[i % len(WARMUP_TEXT_PAIRS)] for i in range(len(texts))]
+            requests[SERVE_TEXT_PAIR] = {
+                "text": texts,
+                "text_pair": np.array([text.encode("utf-8") for text in pairs], dtype=object),
+            }
+        return requests
+
+    def _serve_ids(self, token_ids, segment_ids, padding_mask):
+        shape = tf.shape(token_ids)
+        vocabulary_size = self.tokenizer.vocabulary_size
+        checks = [
+            tf.debugging.assert_equal(
+                tf.shape(segment_ids),
+                shape,
+                message="`segment_ids` must have the shape of `token_ids`",
+            ),
+            tf.debugging.assert_equal(
+                tf.shape(padding_mask),
+                shape,
+                message="`padding_mask` must have the shape of `token_ids`",
+            ),
+            tf.debugging.assert_less_equal(
+                shape[1],
+                self.seq_len,
+                message=f"sequences must have at most seq_len={self.seq_len} tokens",
+            ),
+            tf.debugging.assert_positive(
+                shape[1], message="sequences must have at least one token ([CLS])"
+            ),
+            # An id out of range fails the embedding lookup on CPU but reads zeros on GPU.
+            tf.debugging.assert_non_negative(token_ids, message="`token_ids` must be >= 0"),
+            tf.debugging.assert_less(
+                token_ids,
+                vocabulary_size,
+                message=f"`token_ids` must be < vocabulary_size={vocabulary_size}",
+            ),
+        ]
+        # The checks run before the model, so a bad request gets their message.
+        with tf.control_dependencies([check for check in checks if check is not None]):
+            features = {
+                "token_ids": tf.identity(token_ids),
+                "segment_ids": tf.identity(segment_ids),
+                "padding_mask": tf.identity(padding_mask),
+            }
+        return self._forward(features)
+
+    def _serve_text(self, text):
+        return self._forward(pack_texts(self.tokenizer, text, self.seq_len))
+
+    def _serve_text_pair(self, text, text_pair):
+        check = tf.debugging.assert_equal(
+            tf.size(text), tf.size(text_pair), message="`text_pair` must have one text per `text`"
+        )
+        with tf.control_dependencies([check] if check is not None else []):
+            text_pair = tf.identity(text_pair)
+        return self._forward(pack_texts(self.tokenizer, text, self.seq_len, text_pair))
+
+
+class _Untracked:
+    """Holds a value out of reach of tf.Module's attribute tracking."""
+
+    def __init__(self, value):
+        self.value = value
+
+
+class _Forward:
+    """The model call and the served outputs, float32; kept out of the saved object graph."""
+
+    def __init__(self, model, outputs):
+        self.model = model
+        self.outputs = outputs
+
+    def __call__(self, features):
+        if isinstance(self.model, keras.Model):
+            result = self.model(features, training=False)
+        else:
+            result = self.model(features)
+        return self._served(result)
+
+    def check(self, tokenizer, seq_len):
+        """Run the model once on `[1, seq_len]` ids, the largest id included: a clear error
+        now rather than a failing signature (position table or vocabulary too small)."""
+        ids = np.full([1, seq_len], tokenizer.pad_id, np.int32)
+        ids[0, :3] = [tokenizer.cls_id, tokenizer.vocabulary_size - 1, tokenizer.sep_id]
+        features = {
+            "token_ids": tf.constant(ids),
+            "segment_ids": tf.zeros([1, seq_len], tf.int32),
+            "padding_mask": tf.constant((ids != tokenizer.pad_id).astype(np.int32)),
+        }
+        try:
+            self(features)
+        except (tf.errors.OpError, ValueError, TypeError, KeyError, IndexError) as error:
+            if isinstance(error, _OutputError):
+                raise ValueError(str(error)) from None
+            raise ValueError(
+                f"The model fails on a [1, seq_len={seq_len}] batch of token ids below "
+                f"the tokenizer's vocabulary_size={tokenizer.vocabulary_size} (is its position "
+                f"table shorter than seq_len, or its vocabulary smaller?): {error}"
+            ) from error
+
+    def _served(self, result):
+        if self.outputs is None:
+            if not isinstance(result, Mapping):
+                raise _OutputError(
+                    f"The model returns a {type(result).__name__}, not a dict of named tensors; "
+                    "pass `outputs={name: function of the model's result}` to name them."
+                )
+            selected = dict(result)
+        else:
+            selected = {}
+            for name, source in self.outputs.items():
+                if isinstance(source, str):
+                    if not isinstance(result, Mapping) or source not in result:
+                        available = sorted(result) if isinstance(result, Mapping) else []
+                        raise _OutputError(
+                            f"`outputs` asks for {source!r}, which the model does not return "
+                            f"(its outputs: {available})."
+                        )
+                    selected[name] = result[source]
+                else:
+                    selected[name] = source(result)
+        served = {}
+        for name, value in selected.items():
+            if not isinstance(name, str) or not _OUTPUT_NAME.fullmatch(name):
+                raise _OutputError(
+                    f"Output name {name!r} is not a valid signature key (letters, digits, _)."
+                )
+            if isinstance(value, (tf.RaggedTensor, tf.SparseTensor)):
+                raise _OutputError(
+                    f"Output {name!r} is a {type(value).__name__}; TF Serving needs dense "
+                    "outputs (pad it, or leave it out with `outputs`)."
+                )
+            value = tf.convert_to_tensor(value)
+            if not value.dtype.is_floating:
+                raise _OutputError(
+                    f"Output {name!r} has dtype {value.dtype.name}; served outputs are float32 "
+                    "(serve scores or probabilities, or cast with `outputs`)."
+                )
+            if value.shape.rank == 0:
+                raise _OutputError(
+                    f"Output {name!r} is a scalar; served outputs need a batch dimension."
+                )
+            served[name] = tf.cast(value, tf.float32)
+        if not served:
+            raise _OutputError("The model has no output to serve.")
+        return served
+
+
+def _tf_variables(variables):
+    """The `tf.Variable`s to save: a Keras 3 variable is saved as the `tf.Variable` it wraps.
+
+    Saving the Keras wrapper makes a SavedModel that `tf.saved_model.load` reads but the TF1
+    loader, hence TF Serving, does not: the checkpoint is restored into a copy of each variable
+    while the functions read the original, left uninitialized ("Could not find variable ...";
+    keras-team/keras#20095, tensorflow/serving#2250).
+    """
+    unique = {}
+    for variable in variables:
+        if isinstance(variable, keras.Variable):
+            variable = variable.value  # outside a layer call: the tf.Variable itself
+        if not isinstance(variable, tf.Variable):
+            raise ValueError(f"`model.variables` holds {variable!r}, not a variable.")
+        unique.setdefault(id(variable), variable)
+    return list(unique.values())
+
+
+class _OutputError(ValueError):
+    """The model's outputs cannot be served."""
+
+
+def _check_outputs(outputs):
+    """Normalize `outputs` to None or `{name: output name or function}`."""
+    if outputs is None:
+        return None
+    if isinstance(outputs, str):
+        outputs = [outputs]
+    if isinstance(outputs, Mapping):
+        normalized = dict(outputs)
+    else:
+        try:
+            names = list(outputs)
+        except TypeError:
+            raise ValueError(
+                "`outputs` must be None, a list of output names or a dict {name: output name "
+                f"or function}}, got {outputs!r}."
+            ) from None
+        normalized = {name: name for name in names}
+    if not normalized:
+        raise ValueError("`outputs` is empty: name at least one output to serve.")
+    for name, source in normalized.items():
+        if not isinstance(name, str) or not _OUTPUT_NAME.fullmatch(name):
+            raise ValueError(
+                f"`outputs` has the name {name!r}; output names are signature keys: letters, "
+                "digits and underscores, not starting with a digit."
+            )
+        if not isinstance(source, str) and not callable(source):
+            raise ValueError(
+                f"`outputs[{name!r}]` must be an output name of the model or a function of "
+                f"its outputs, got {source!r}."
+            )
+    return normalized
+
+
+def _check_warmup(warmup):
+    """The texts of the warmup requests (empty for none)."""
+    if warmup is True:
+        return list(WARMUP_TEXTS)
+    if warmup is False or warmup is None:
+        return []
+    if not isinstance(warmup, (list, tuple)) or not all(isinstance(t, str) for t in warmup):
+        raise ValueError(f"`warmup` must be True, False or a list of texts, got warmup={warmup!r}.")
+    texts = list(warmup)
+    if not texts:
+        raise ValueError("`warmup` is an empty list; pass warmup=False for no warmup requests.")
+    return texts
