@@ -1,4 +1,5 @@
-"""Throughput measurement shared by the benchmarks: sequences per second of a tf.data stage.
+"""Timing shared by the benchmarks: sequences per second of a tf.data stage, and the seconds
+per call of functions timed in turns.
 
 Each benchmark runs lmpipe and the library a user would otherwise pick on the same data in the
 same process and prints the ratio. Absolute numbers depend on the (shared, noisy) machine; the
@@ -33,3 +34,34 @@ def report(title, results, reference):
     for name, rate in results.items():
         ratio = rate / results[reference]
         print(f"  {name:<{width}}  {rate:12,.0f} sequences/s   {ratio:6.2f}x {reference}")
+
+
+def interleaved_seconds(functions, rounds, warmup=1):
+    """Seconds per call of each of `functions` (`{name: () -> anything}`), called in turns.
+
+    Each function is first called `warmup` times (tracing, compilation, caches). Then every
+    round calls each function once, the order rotated from round to round, so that load from
+    other processes on a shared machine falls on all of them alike rather than on whichever
+    happened to run during a busy spell. Returns `{name: [seconds of each timed call]}`.
+    """
+    names = list(functions)
+    for name in names:
+        for _ in range(warmup):
+            functions[name]()
+    seconds = {name: [] for name in names}
+    for round_index in range(rounds):
+        shift = round_index % len(names)
+        for name in names[shift:] + names[:shift]:
+            start = time.perf_counter()
+            functions[name]()
+            seconds[name].append(time.perf_counter() - start)
+    return seconds
+
+
+def percentile(values, fraction):
+    """The `fraction` quantile of `values` (0.9: p90), linearly interpolated."""
+    ordered = sorted(values)
+    position = fraction * (len(ordered) - 1)
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)

@@ -259,7 +259,7 @@ def build_parser():
         required=True,
         help="a saved pretraining pipeline, or a Hugging Face BERT folder",
     )
-    finetune.add_argument("--genres", default="comedies,tragedies")
+    finetune.add_argument("--genres", default="comedies,histories")
     finetune.add_argument("--epochs", type=int, default=2)
     finetune.add_argument("--steps-per-epoch", type=int, default=100)
     _add_training_options(finetune, batch_default=32, learning_rate=5e-5)

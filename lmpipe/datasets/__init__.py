@@ -2,6 +2,7 @@
 
 from lmpipe.datasets.bert_examples import bert_examples
 from lmpipe.datasets.corpus import FileStats, TextCorpus
+from lmpipe.datasets.labelled_text import LabelledSplits, shakespeare_genres
 from lmpipe.datasets.masking import MaskedLMMasker
 from lmpipe.datasets.sentence_pairs import pair_spans
 from lmpipe.datasets.sentences import split_sentences
@@ -10,12 +11,14 @@ from lmpipe.datasets.wordpiece import WordPieceTokenizer
 
 __all__ = [
     "FileStats",
+    "LabelledSplits",
     "MaskedLMMasker",
     "TextCorpus",
     "TokenizedCorpus",
     "WordPieceTokenizer",
     "bert_examples",
     "pair_spans",
+    "shakespeare_genres",
     "split_sentences",
     "write_tokenized_corpus",
 ]

@@ -85,6 +85,10 @@ class BertPretrainer(TrainableModel):
             name="mlm_head",
         )
         outputs = {"mlm_logits": mlm_head(encoded["sequence_output"], inputs["mask_positions"])}
+        if PAIR_LABELS[objective] is None:
+            # Without a pair head nothing trains the pooler: freeze it rather than leave it
+            # without gradients.
+            encoder.get_layer("pooler").trainable = False
         if PAIR_LABELS[objective] is not None:
             pair_head = keras.layers.Dense(
                 2,

@@ -3,5 +3,7 @@
 from lmpipe.pipelines.bert_pretraining import AlbertPretraining, BertPretraining
 from lmpipe.pipelines.distribution import distribution_strategy
 from lmpipe.pipelines.schedules import WarmupLinearDecay
+from lmpipe.pipelines.text_classifier import TextClassifier
 
 __all__ = ["AlbertPretraining", "BertPretraining", "WarmupLinearDecay", "distribution_strategy"]
+__all__ += ["TextClassifier"]

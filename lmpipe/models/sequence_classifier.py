@@ -1,0 +1,119 @@
+"""The fine-tuning model: a pretrained encoder + a classification head on `[CLS]`, and its loss."""
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+from lmpipe.layers.classification_head import ClassificationHead
+from lmpipe.models.trainable import TrainableModel
+
+ENCODER_INPUTS = ("token_ids", "segment_ids", "padding_mask")
+
+
+def _global_sum(value):
+    """Sum of `value` over all replicas (the value itself outside a distribution strategy)."""
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return value
+    return context.all_reduce(tf.distribute.ReduceOp.SUM, value)
+
+
+@keras.saving.register_keras_serializable(package="lmpipe")
+class SequenceClassifier(TrainableModel):
+    """An encoder (BERT, ALBERT, ...) with a classification head on its pooled `[CLS]` vector.
+
+        pooled = encoder(token_ids, segment_ids, padding_mask)["pooled_output"]   # [B, H]
+        logits = Dropout(pooled) W + b                                           # [B, C]
+
+    Inputs: a dict of int32 `[B, S]` tensors `token_ids`, `segment_ids`, `padding_mask`
+    (1 = real token). Output: `{"logits": float32 [B, C]}`. The model is built functionally
+    inside this class, so `from_config` rebuilds it (encoder included) and `.keras` files
+    load with `keras.models.load_model`.
+
+    The model computes its own loss and metrics, so it trains after a `compile` with only an
+    optimizer: the labels are `{"labels": int32 [B]}`, the loss the mean sparse categorical
+    cross-entropy over the global batch (also under a distribution strategy), the metric
+    `accuracy`. `TrainableModel` adapts the metrics to multi-worker training.
+
+    Args:
+        encoder: a `keras.Model` taking the three inputs above and returning a dict with
+            `pooled_output` `[B, H]`, e.g. `lmpipe.models.bert(config)`.
+        num_classes: number of classes `C`.
+        dropout: dropout rate on the pooled vector.
+        kernel_initializer: initializer of the head's kernel (BERT's truncated normal).
+
+    Example:
+
+    >>> from lmpipe.models import BertConfig, bert
+    >>> model = SequenceClassifier(bert(BertConfig.tiny(vocabulary_size=100)), num_classes=3)
+    >>> ids = keras.ops.ones((2, 8), "int32")
+    >>> inputs = {"token_ids": ids, "segment_ids": ids * 0, "padding_mask": ids}
+    >>> tuple(model(inputs)["logits"].shape)
+    (2, 3)
+
+    Reference: Devlin et al., "BERT", 2019, section 4.1 (fine-tuning on GLUE).
+    """
+
+    def __init__(self, encoder, num_classes, dropout=0.1, kernel_initializer=None, **kwargs):
+        if isinstance(encoder, dict):
+            encoder = keras.saving.deserialize_keras_object(encoder)
+        if not isinstance(encoder, keras.Model):
+            raise ValueError(f"`encoder` must be a keras.Model, got {type(encoder).__name__}.")
+        missing = [name for name in ENCODER_INPUTS if name not in _input_names(encoder)]
+        if missing:
+            raise ValueError(
+                f"`encoder` must take the inputs {list(ENCODER_INPUTS)}; it lacks {missing}."
+            )
+        inputs = {
+            name: keras.Input(shape=(None,), dtype="int32", name=name) for name in ENCODER_INPUTS
+        }
+        encoded = encoder(inputs)
+        if not isinstance(encoded, dict) or "pooled_output" not in encoded:
+            raise ValueError("`encoder` must return a dict with `pooled_output` [batch, hidden].")
+        head = ClassificationHead(
+            num_classes,
+            dropout=dropout,
+            kernel_initializer=kernel_initializer,
+            name="classification_head",
+        )
+        outputs = {"logits": head(encoded["pooled_output"])}  # [B, C] float32
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        self.encoder = encoder
+        self.head = head
+        self.num_classes = num_classes
+        self.dropout = dropout
+        self.accuracy_metric = keras.metrics.SparseCategoricalAccuracy(name="accuracy")
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        del x, sample_weight, training
+        labels = y["labels"] if isinstance(y, dict) else y
+        logits = y_pred["logits"]
+        per_example = keras.losses.sparse_categorical_crossentropy(
+            labels, logits, from_logits=True
+        )  # [B]
+        local_examples = ops.cast(ops.shape(per_example)[0], "float32")
+        # Divided by the global batch size, the per-replica losses add up (gradients are summed
+        # across replicas) to the mean over the global batch.
+        loss = ops.sum(per_example) / ops.maximum(_global_sum(local_examples), 1.0)
+        self.accuracy_metric.update_state(labels, logits)
+        return loss
+
+    def get_config(self):
+        return {
+            "encoder": keras.saving.serialize_keras_object(self.encoder),
+            "num_classes": self.num_classes,
+            "dropout": self.dropout,
+            "kernel_initializer": keras.initializers.serialize(self.head.kernel_initializer),
+            "name": self.name,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+
+def _input_names(model):
+    inputs = model.input
+    if isinstance(inputs, dict):
+        return set(inputs)
+    return {tensor.name for tensor in keras.tree.flatten(inputs)}
