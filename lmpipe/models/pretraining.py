@@ -7,7 +7,7 @@ from lmpipe.layers.initializers import bert_initializer
 from lmpipe.layers.masked_lm_head import MaskedLMHead
 from lmpipe.models.albert import AlbertConfig, albert
 from lmpipe.models.bert import BertConfig, bert
-from lmpipe.models.trainable import TrainableModel
+from lmpipe.models.trainable import TrainableModel, global_sum
 
 PAIR_LABELS = {"nsp": "nsp_labels", "sop": "sop_labels", "mlm": None}
 
@@ -30,16 +30,6 @@ def _config_from_dict(values):
     values = dict(values)
     kind = values.pop("kind")
     return (AlbertConfig if kind == "albert" else BertConfig)(**values)
-
-
-def _global_sum(value):
-    """Sum of `value` over all replicas (the value itself outside a distribution strategy)."""
-    import tensorflow as tf
-
-    context = tf.distribute.get_replica_context()
-    if context is None or context.num_replicas_in_sync == 1:
-        return value
-    return context.all_reduce(tf.distribute.ReduceOp.SUM, value)
 
 
 @keras.saving.register_keras_serializable(package="lmpipe")
@@ -118,7 +108,7 @@ class BertPretrainer(TrainableModel):
         local_sum = ops.sum(per_prediction * weights)
         # Divided by the global count, the per-replica losses add up (as gradients are
         # summed across replicas) to the masked mean over the global batch.
-        loss = local_sum / ops.maximum(_global_sum(local_count), 1.0)
+        loss = local_sum / ops.maximum(global_sum(local_count), 1.0)
         self.mlm_loss_tracker.update_state(
             local_sum / ops.maximum(local_count, 1.0), sample_weight=local_count
         )
@@ -136,7 +126,7 @@ class BertPretrainer(TrainableModel):
                 y[label_name], pair_logits, from_logits=True
             )  # [B]
             local_examples = ops.cast(ops.shape(pair_loss)[0], "float32")
-            loss = loss + ops.sum(pair_loss) / ops.maximum(_global_sum(local_examples), 1.0)
+            loss = loss + ops.sum(pair_loss) / ops.maximum(global_sum(local_examples), 1.0)
             self.pair_loss_tracker.update_state(ops.mean(pair_loss), sample_weight=local_examples)
             predicted = ops.cast(ops.argmax(pair_logits, axis=-1), "int32")
             pair_correct = ops.cast(predicted == ops.cast(y[label_name], "int32"), "float32")

@@ -1,21 +1,12 @@
 """The fine-tuning model: a pretrained encoder + a classification head on `[CLS]`, and its loss."""
 
 import keras
-import tensorflow as tf
 from keras import ops
 
 from lmpipe.layers.classification_head import ClassificationHead
-from lmpipe.models.trainable import TrainableModel
+from lmpipe.models.trainable import TrainableModel, global_sum
 
 ENCODER_INPUTS = ("token_ids", "segment_ids", "padding_mask")
-
-
-def _global_sum(value):
-    """Sum of `value` over all replicas (the value itself outside a distribution strategy)."""
-    context = tf.distribute.get_replica_context()
-    if context is None or context.num_replicas_in_sync == 1:
-        return value
-    return context.all_reduce(tf.distribute.ReduceOp.SUM, value)
 
 
 @keras.saving.register_keras_serializable(package="lmpipe")
@@ -94,7 +85,7 @@ class SequenceClassifier(TrainableModel):
         local_examples = ops.cast(ops.shape(per_example)[0], "float32")
         # Divided by the global batch size, the per-replica losses add up (gradients are summed
         # across replicas) to the mean over the global batch.
-        loss = ops.sum(per_example) / ops.maximum(_global_sum(local_examples), 1.0)
+        loss = ops.sum(per_example) / ops.maximum(global_sum(local_examples), 1.0)
         self.accuracy_metric.update_state(labels, logits)
         return loss
 

@@ -5,6 +5,17 @@ import tensorflow as tf
 from keras import ops
 
 
+def global_sum(value):
+    """Sum of `value` over all replicas (the value itself outside a distribution strategy).
+
+    Losses divided by a global count add up, as gradients are summed across replicas, to the
+    mean over the global batch."""
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return value
+    return context.all_reduce(tf.distribute.ReduceOp.SUM, value)
+
+
 class TrainableModel(keras.Model):
     """`keras.Model` for models that lmpipe builds completely before `fit`, and that report
     their metrics with `compute_metrics` returning `metric_results()`.

@@ -5,5 +5,10 @@ from lmpipe.pipelines.distribution import distribution_strategy
 from lmpipe.pipelines.schedules import WarmupLinearDecay
 from lmpipe.pipelines.text_classifier import TextClassifier
 
-__all__ = ["AlbertPretraining", "BertPretraining", "WarmupLinearDecay", "distribution_strategy"]
-__all__ += ["TextClassifier"]
+__all__ = [
+    "AlbertPretraining",
+    "BertPretraining",
+    "TextClassifier",
+    "WarmupLinearDecay",
+    "distribution_strategy",
+]

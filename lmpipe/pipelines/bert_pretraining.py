@@ -144,18 +144,7 @@ class BertPretraining:
         """
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"`batch_size` must be a positive integer, got {batch_size!r}.")
-        num_pipelines = 1 if input_context is None else input_context.num_input_pipelines
-        needed = 2 * num_pipelines if self.objective == "nsp" else num_pipelines
-        if len(corpus) < needed:
-            raise ValueError(
-                f"The corpus has {len(corpus)} document(s); objective {self.objective!r} with "
-                f"{num_pipelines} input pipeline(s) needs at least {needed}"
-                + (
-                    " (NSP draws its random second segment from another document)."
-                    if self.objective == "nsp"
-                    else "."
-                )
-            )
+        self._check_corpus(corpus, input_context)
         return bert_examples(
             corpus,
             self.tokenizer,
