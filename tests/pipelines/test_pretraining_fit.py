@@ -14,6 +14,7 @@ import pytest
 from lmpipe.datasets import TextCorpus, WordPieceTokenizer
 from lmpipe.models import AlbertConfig, BertConfig
 from lmpipe.pipelines import AlbertPretraining, BertPretraining, distribution_strategy
+from lmpipe.pipelines.distribution import per_replica_batch_size
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "fit_script.py")
 
@@ -257,6 +258,10 @@ def test_bad_training_arguments_are_clear_errors(corpus, tokenizer, monkeypatch)
         pipe.fit(corpus, batch_size=8, steps_per_epoch=1, mixed_precision="float8")
     with pytest.raises(ValueError, match="vocabulary_size"):
         BertPretraining(tokenizer, model=BertConfig.tiny(vocabulary_size=99))
+    two_replicas = type("TwoReplicas", (), {"num_replicas_in_sync": 2})()
+    with pytest.raises(ValueError, match="not divisible by the 2 replicas"):
+        per_replica_batch_size(two_replicas, 9)
+    assert per_replica_batch_size(two_replicas, 8) == 4
     with pytest.raises(ValueError, match="max_sequence_length"):
         BertPretraining(
             tokenizer, seq_len=600, model=BertConfig.tiny(vocabulary_size=tokenizer.vocabulary_size)
