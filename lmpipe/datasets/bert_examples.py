@@ -12,8 +12,9 @@ and new masks; each input pipeline reads its own shard and uses its own seeds.
 """
 
 import tensorflow as tf
-import tensorflow_text as tf_text
 
+from lmpipe.datasets.corpus import pipeline_position
+from lmpipe.datasets.packing import pack_segments
 from lmpipe.datasets.sentence_pairs import gather_spans, pair_spans
 
 # What the pair stage calls each objective, and the name of its label in the batch.
@@ -35,12 +36,6 @@ def check_sequence_length(seq_len, objective):
             f"`seq_len` must be at least {minimum} for objective {objective!r} (its special "
             f"tokens plus one token per segment), got seq_len={seq_len!r}."
         )
-
-
-def _pipeline_position(input_context):
-    if input_context is None:
-        return 1, 0
-    return input_context.num_input_pipelines, input_context.input_pipeline_id
 
 
 def _document_fingerprints(documents):
@@ -105,7 +100,7 @@ def bert_examples(
     if objective not in PAIR_MODES:
         raise ValueError(f"`objective` must be one of {sorted(PAIR_MODES)}, got {objective!r}.")
     check_sequence_length(seq_len, objective)
-    num_pipelines, pipeline_id = _pipeline_position(input_context)
+    num_pipelines, pipeline_id = pipeline_position(input_context)
     mode = PAIR_MODES[objective]
     max_num_tokens = seq_len - special_token_count(objective)
     pipeline_seed = tf.random.experimental.stateless_fold_in(
@@ -164,19 +159,8 @@ def bert_examples(
         segments = [gather_spans(flat, spans["a_start"], spans["a_end"])]
         if mode != "single":
             segments.append(gather_spans(flat, spans["b_start"], spans["b_end"]))
-        token_ids, segment_ids = tf_text.combine_segments(
-            segments,
-            start_of_sequence_id=tokenizer.cls_id,
-            end_of_segment_id=tokenizer.sep_id,
-        )
-        token_ids, padding_mask = tf_text.pad_model_inputs(token_ids, seq_len, tokenizer.pad_id)
-        segment_ids, _ = tf_text.pad_model_inputs(segment_ids, seq_len, 0)
-        example = {
-            "token_ids": tf.cast(token_ids, tf.int32),
-            "segment_ids": tf.cast(segment_ids, tf.int32),
-            "padding_mask": tf.cast(padding_mask, tf.int32),
-            "pair_label": spans["label"],
-        }
+        example = pack_segments(tokenizer, segments, seq_len)
+        example["pair_label"] = spans["label"]
         return example
 
     examples = groups.map(cut_and_pack, num_parallel_calls=tf.data.AUTOTUNE).unbatch()

@@ -286,7 +286,7 @@ class TextCorpus:
         Returns:
             A `tf.data.Dataset` with element spec `tf.TensorSpec([None], tf.string)`.
         """
-        num_pipelines, pipeline_id = _pipeline_position(input_context)
+        num_pipelines, pipeline_id = pipeline_position(input_context)
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise ValueError(f"`seed` must be an int or None, got seed={seed!r}.")
         if self._documents is not None:
@@ -294,20 +294,9 @@ class TextCorpus:
             if num_pipelines > 1:
                 documents = documents.shard(num_pipelines, pipeline_id)
             return documents.map(_as_document)
-        if shuffle_files and seed is None and num_pipelines > 1:
-            raise ValueError(
-                "`shuffle_files=True` with several input pipelines needs a `seed`, so that "
-                "every pipeline shuffles the files alike and the shards stay disjoint."
-            )
-        files = tf.data.Dataset.from_tensor_slices(list(self._files))
-        if shuffle_files:
-            files = files.shuffle(len(self._files), seed=seed, reshuffle_each_iteration=True)
-        by_file = len(self._files) >= num_pipelines
-        if num_pipelines > 1 and by_file:
-            files = files.shard(num_pipelines, pipeline_id)
-        documents = files.flat_map(self._file_documents)
-        if num_pipelines > 1 and not by_file:
-            documents = documents.shard(num_pipelines, pipeline_id)
+        documents = read_sharded(
+            self._files, self._file_documents, input_context, shuffle_files, seed
+        )
         return documents.map(_as_document)
 
     def iter_documents(self):
@@ -741,7 +730,32 @@ class _FileCounter:
         return FileStats(self.path, self.num_documents, self.num_sentences, self.num_empty_records)
 
 
-def _pipeline_position(input_context):
+def read_sharded(files, read_file, input_context, shuffle_files=False, seed=None):
+    """The records of `files` (`read_file(path) -> tf.data.Dataset`) for one input pipeline.
+
+    By file when there are at least as many files as pipelines (pipeline `i` reads files
+    `i, i + n, ...` of the file order), else by record; `shuffle_files` reshuffles the file
+    order at every iteration, deterministically given `seed`.
+    """
+    num_pipelines, pipeline_id = pipeline_position(input_context)
+    if shuffle_files and seed is None and num_pipelines > 1:
+        raise ValueError(
+            "`shuffle_files=True` with several input pipelines needs a `seed`, so that "
+            "every pipeline shuffles the files alike and the shards stay disjoint."
+        )
+    paths = tf.data.Dataset.from_tensor_slices(list(files))
+    if shuffle_files:
+        paths = paths.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+    by_file = len(files) >= num_pipelines
+    if num_pipelines > 1 and by_file:
+        paths = paths.shard(num_pipelines, pipeline_id)
+    records = paths.flat_map(read_file)
+    if num_pipelines > 1 and not by_file:
+        records = records.shard(num_pipelines, pipeline_id)
+    return records
+
+
+def pipeline_position(input_context):
     """(number of input pipelines, this pipeline's index) from an `InputContext` or None."""
     if input_context is None:
         return 1, 0

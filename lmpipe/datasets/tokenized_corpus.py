@@ -13,6 +13,8 @@ import os
 
 import tensorflow as tf
 
+from lmpipe.datasets.corpus import read_sharded
+
 CORPUS_FILE = "corpus.json"
 FORMAT_VERSION = 1
 
@@ -160,17 +162,9 @@ class TokenizedCorpus:
         """A `tf.data.Dataset` of int32 `[num_sentences, (tokens)]` documents, for one input
         pipeline (see the class docstring for sharding; `shuffle_files` reshuffles the file
         order at every epoch, deterministically given `seed`)."""
-        num_pipelines = 1 if input_context is None else input_context.num_input_pipelines
-        pipeline_id = 0 if input_context is None else input_context.input_pipeline_id
-        files = tf.data.Dataset.from_tensor_slices(list(self._files))
-        if shuffle_files:
-            files = files.shuffle(len(self._files), seed=seed, reshuffle_each_iteration=True)
-        by_file = len(self._files) >= num_pipelines
-        if num_pipelines > 1 and by_file:
-            files = files.shard(num_pipelines, pipeline_id)
-        records = files.flat_map(tf.data.TFRecordDataset)
-        if num_pipelines > 1 and not by_file:
-            records = records.shard(num_pipelines, pipeline_id)
+        records = read_sharded(
+            self._files, tf.data.TFRecordDataset, input_context, shuffle_files, seed
+        )
         spec = {
             "token_ids": tf.io.RaggedFeature(tf.int64),
             "sentence_lengths": tf.io.RaggedFeature(tf.int64),

@@ -8,8 +8,8 @@ import pathlib
 import keras
 import numpy as np
 import tensorflow as tf
-import tensorflow_text as tf_text
 
+from lmpipe.datasets.packing import pack_texts
 from lmpipe.datasets.wordpiece import WordPieceTokenizer
 from lmpipe.models.pretrained import bert_from_pretrained
 from lmpipe.models.sequence_classifier import ENCODER_INPUTS, SequenceClassifier
@@ -155,32 +155,12 @@ class TextClassifier:
         or `[CLS] A [SEP] B [SEP]` (segment 1 from B on), truncated from the end of the longer
         side first, padded with `[PAD]` (mask 0).
         """
-        segments = [self.tokenizer.tokenize(texts)]  # [N, (pieces)]
-        if text_pairs is not None:
-            if self.seq_len < 5:
-                raise ValueError(
-                    "`seq_len` must be at least 5 for text pairs ([CLS] A [SEP] B [SEP] with one "
-                    f"token each), got seq_len={self.seq_len}."
-                )
-            segments.append(self.tokenizer.tokenize(text_pairs))
-        budget = self.seq_len - len(segments) - 1  # room left by [CLS] and the [SEP]s
-        # Round-robin allocation keeps the shorter side whole if it fits in half the budget,
-        # which is what BERT's "drop a token from the longer side" loop gives.
-        segments = tf_text.RoundRobinTrimmer(budget).trim(segments)
-        token_ids, segment_ids = tf_text.combine_segments(
-            segments,
-            start_of_sequence_id=self.tokenizer.cls_id,
-            end_of_segment_id=self.tokenizer.sep_id,
-        )
-        token_ids, padding_mask = tf_text.pad_model_inputs(
-            token_ids, self.seq_len, self.tokenizer.pad_id
-        )  # [N, seq_len]
-        segment_ids, _ = tf_text.pad_model_inputs(segment_ids, self.seq_len, 0)
-        return {
-            "token_ids": tf.cast(token_ids, tf.int32),
-            "segment_ids": tf.cast(segment_ids, tf.int32),
-            "padding_mask": tf.cast(padding_mask, tf.int32),
-        }
+        if text_pairs is not None and self.seq_len < 5:
+            raise ValueError(
+                "`seq_len` must be at least 5 for text pairs ([CLS] A [SEP] B [SEP] with one "
+                f"token each), got seq_len={self.seq_len}."
+            )
+        return pack_texts(self.tokenizer, texts, self.seq_len, text_pairs)
 
     def dataset(
         self,

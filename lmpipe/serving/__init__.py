@@ -8,6 +8,7 @@
 - `lmpipe.serving.rest`: TF Serving's REST predict JSON (row and columnar) to arrays and back.
 """
 
+from lmpipe.datasets.packing import pack_texts, truncate_longest_first
 from lmpipe.serving.compat import (
     ServingError,
     ServingProcess,
@@ -21,8 +22,6 @@ from lmpipe.serving.export import (
     SERVING_DEFAULT,
     ServingModule,
     export_saved_model,
-    pack_texts,
-    truncate_longest_first,
 )
 from lmpipe.serving.rest import RestRequestError, outputs_to_rest, rest_to_inputs
 from lmpipe.serving.warmup import read_warmup_requests
