@@ -5,10 +5,11 @@ the graph (`sentence_pairs.pair_spans`) -> `[CLS] A [SEP] B [SEP]` packing -> sh
 batch -> masked-LM masking per batch -> `(features, labels)`.
 
 Randomness: every random choice comes from stateless ops keyed by `seed`, the input
-pipeline's id and a running counter of groups (for pairs) or batches (for masks), plus
-tf.data shuffles with fixed seeds. The same seed therefore gives identical batches in any
-process; each epoch (each repetition of the corpus) advances the counters and draws new pairs
-and new masks; each input pipeline reads its own shard and uses its own seeds.
+pipeline's id and a running counter of groups (for pairs) or batches (for masks), and the
+shuffles are stateless too (`lmpipe.datasets.shuffling`): TensorFlow's global seed plays no
+part. The same seed therefore gives identical batches in any process; each epoch (each
+repetition of the corpus) advances the counters and draws new pairs and new masks; each input
+pipeline reads its own shard and uses its own seeds.
 """
 
 import tensorflow as tf
@@ -16,6 +17,7 @@ import tensorflow as tf
 from lmpipe.datasets.corpus import pipeline_position
 from lmpipe.datasets.packing import pack_segments
 from lmpipe.datasets.sentence_pairs import gather_spans, pair_spans
+from lmpipe.datasets.shuffling import by_epoch, window_shuffle
 
 # What the pair stage calls each objective, and the name of its label in the batch.
 PAIR_MODES = {"nsp": "nsp", "sop": "sop", "mlm": "single"}
@@ -111,12 +113,19 @@ def bert_examples(
 
     if hasattr(corpus, "check_tokenizer"):
         corpus.check_tokenizer(tokenizer)
-    documents = corpus.documents(input_context=input_context, shuffle_files=True, seed=seed)
-    if not corpus.files:  # an in-memory corpus: shuffle its documents at every epoch
-        documents = documents.shuffle(
-            max(len(corpus) // num_pipelines, 1), seed=seed, reshuffle_each_iteration=True
+
+    def epoch_documents(epoch):
+        documents = corpus.documents(
+            input_context=input_context, shuffle_files=True, seed=seed, epoch=epoch
         )
-    documents = documents.repeat(epochs)
+        if not corpus.files:  # an in-memory corpus: shuffle all its documents every epoch
+            epoch_seed = tf.random.experimental.stateless_fold_in(pipeline_seed, epoch)
+            documents = window_shuffle(
+                documents, max(len(corpus) // num_pipelines, 1), seed=epoch_seed
+            )
+        return documents
+
+    documents = by_epoch(epoch_documents, epochs)
     groups = documents.ragged_batch(group_size).enumerate()
 
     def tokenize(index, sentences):
@@ -164,7 +173,9 @@ def bert_examples(
         return example
 
     examples = groups.map(cut_and_pack, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
-    examples = examples.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    examples = window_shuffle(
+        examples, shuffle_buffer, seed=tf.random.experimental.stateless_fold_in(pipeline_seed, 3)
+    )
     batches = examples.batch(batch_size, drop_remainder=drop_remainder).enumerate()
 
     label_name = LABEL_NAMES[objective]

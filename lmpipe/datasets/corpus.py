@@ -25,6 +25,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from lmpipe.datasets.sentences import split_sentences
+from lmpipe.datasets.shuffling import shuffled
 
 FORMATS = ("auto", "bert", "prose", "jsonl")
 ENCODING_ERRORS = ("strict", "replace")
@@ -263,7 +264,7 @@ class TextCorpus:
 
     # Reading ----------------------------------------------------------------------------------
 
-    def documents(self, input_context=None, shuffle_files=False, seed=None):
+    def documents(self, input_context=None, shuffle_files=False, seed=None, epoch=0):
         """The corpus as a `tf.data.Dataset` of documents, for one input pipeline.
 
         Each element is a 1-D `tf.string` tensor `[num_sentences]`: one document, sentences
@@ -278,10 +279,13 @@ class TextCorpus:
 
         Args:
             input_context: a `tf.distribute.InputContext`, or None for a single pipeline.
-            shuffle_files: shuffle the order of the files, again at each iteration (epoch);
-                deterministic given `seed`. An in-memory corpus has no files and ignores it.
-            seed: the shuffle seed (int). With several input pipelines it is required, so
-                that all of them shuffle alike and their shards stay disjoint.
+            shuffle_files: shuffle the order of the files by a permutation keyed by `seed`
+                and `epoch` alone (TensorFlow's global seed plays no part). An in-memory
+                corpus has no files and ignores it.
+            seed: the shuffle seed (int; None means 0). With several input pipelines it is
+                required, so that all of them shuffle alike and their shards stay disjoint.
+            epoch: the epoch number (int or scalar int tensor) folded into the file order,
+                so each epoch reads the files in its own order.
 
         Returns:
             A `tf.data.Dataset` with element spec `tf.TensorSpec([None], tf.string)`.
@@ -295,7 +299,7 @@ class TextCorpus:
                 documents = documents.shard(num_pipelines, pipeline_id)
             return documents.map(_as_document)
         documents = read_sharded(
-            self._files, self._file_documents, input_context, shuffle_files, seed
+            self._files, self._file_documents, input_context, shuffle_files, seed, epoch
         )
         return documents.map(_as_document)
 
@@ -730,12 +734,12 @@ class _FileCounter:
         return FileStats(self.path, self.num_documents, self.num_sentences, self.num_empty_records)
 
 
-def read_sharded(files, read_file, input_context, shuffle_files=False, seed=None):
+def read_sharded(files, read_file, input_context, shuffle_files=False, seed=None, epoch=0):
     """The records of `files` (`read_file(path) -> tf.data.Dataset`) for one input pipeline.
 
     By file when there are at least as many files as pipelines (pipeline `i` reads files
-    `i, i + n, ...` of the file order), else by record; `shuffle_files` reshuffles the file
-    order at every iteration, deterministically given `seed`.
+    `i, i + n, ...` of the file order), else by record; `shuffle_files` permutes the file
+    order by a stateless permutation keyed by `seed` (None: 0) and `epoch`.
     """
     num_pipelines, pipeline_id = pipeline_position(input_context)
     if shuffle_files and seed is None and num_pipelines > 1:
@@ -743,9 +747,10 @@ def read_sharded(files, read_file, input_context, shuffle_files=False, seed=None
             "`shuffle_files=True` with several input pipelines needs a `seed`, so that "
             "every pipeline shuffles the files alike and the shards stay disjoint."
         )
-    paths = tf.data.Dataset.from_tensor_slices(list(files))
+    paths = tf.constant(list(files), tf.string)
     if shuffle_files:
-        paths = paths.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+        paths = shuffled(paths, 0 if seed is None else seed, epoch)
+    paths = tf.data.Dataset.from_tensor_slices(paths)
     by_file = len(files) >= num_pipelines
     if num_pipelines > 1 and by_file:
         paths = paths.shard(num_pipelines, pipeline_id)

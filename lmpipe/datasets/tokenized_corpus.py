@@ -158,12 +158,12 @@ class TokenizedCorpus:
                 f"the tokenizer's ({tokenizer.vocabulary_size} tokens)."
             )
 
-    def documents(self, input_context=None, shuffle_files=False, seed=None):
+    def documents(self, input_context=None, shuffle_files=False, seed=None, epoch=0):
         """A `tf.data.Dataset` of int32 `[num_sentences, (tokens)]` documents, for one input
-        pipeline (see the class docstring for sharding; `shuffle_files` reshuffles the file
-        order at every epoch, deterministically given `seed`)."""
+        pipeline (see the class docstring for sharding; `shuffle_files` permutes the file
+        order by a permutation keyed by `seed` and `epoch`, as `TextCorpus.documents`)."""
         records = read_sharded(
-            self._files, tf.data.TFRecordDataset, input_context, shuffle_files, seed
+            self._files, tf.data.TFRecordDataset, input_context, shuffle_files, seed, epoch
         )
         spec = {
             "token_ids": tf.io.RaggedFeature(tf.int64),

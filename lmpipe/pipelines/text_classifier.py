@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from lmpipe.datasets.packing import pack_texts
+from lmpipe.datasets.shuffling import by_epoch, window_shuffle
 from lmpipe.datasets.wordpiece import WordPieceTokenizer
 from lmpipe.models.pretrained import bert_from_pretrained
 from lmpipe.models.sequence_classifier import ENCODER_INPUTS, SequenceClassifier
@@ -213,10 +214,18 @@ class TextClassifier:
             dataset = dataset.shard(num_pipelines, pipeline_id)
         if shuffle:
             buffer = min(source.size, SHUFFLE_BUFFER) if source.in_memory else SHUFFLE_BUFFER
-            dataset = dataset.shuffle(
-                max(buffer, 1), seed=self.seed + 7919 * pipeline_id, reshuffle_each_iteration=True
-            )
-        dataset = dataset.repeat(epochs).batch(batch_size, drop_remainder=drop_remainder)
+            examples = dataset
+
+            def epoch_examples(epoch):
+                seed = tf.random.experimental.stateless_fold_in(
+                    tf.constant([self.seed, pipeline_id], tf.int64), epoch
+                )
+                return window_shuffle(examples, max(buffer, 1), seed)
+
+            dataset = by_epoch(epoch_examples, epochs)
+        else:
+            dataset = dataset.repeat(epochs)
+        dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
         if skip:
             dataset = dataset.skip(skip)  # before tokenization: skipping costs little
         num_classes = self.num_classes

@@ -84,6 +84,7 @@ def train(
     verbose="auto",
     model=None,
     seed=None,
+    optimizer=None,
 ):
     """Build (or reuse) a model under `strategy`, restore its checkpoint, and fit it.
 
@@ -107,6 +108,9 @@ def train(
         model: an existing model to keep training (must have been built in `strategy`).
         seed: seeds Keras' global random state (weight initialization, dropout) first, so
             that the same seed gives the same training run.
+        optimizer: None for AdamW with BERT's schedule (from `learning_rate`, `warmup_steps`,
+            `weight_decay`, `clipnorm`), or `(total_steps) -> keras optimizer`, called inside
+            the strategy scope, for pipelines with their own optimizer and schedule.
 
     Returns:
         `(model, history)`.
@@ -123,8 +127,13 @@ def train(
     with dtype_policy(mixed_precision), strategy.scope():
         if model is None:
             model = build_model()
-        optimizer = adamw(learning_rate, total_steps, warmup_steps, weight_decay, clipnorm)
-        model.compile(optimizer=optimizer, jit_compile=jit_compile)
+        if optimizer is None:
+            model_optimizer = adamw(
+                learning_rate, total_steps, warmup_steps, weight_decay, clipnorm
+            )
+        else:
+            model_optimizer = optimizer(total_steps)
+        model.compile(optimizer=model_optimizer, jit_compile=jit_compile)
         model.optimizer.build(model.trainable_variables)
     checkpoint = None
     steps_done = 0

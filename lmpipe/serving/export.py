@@ -126,7 +126,7 @@ class ServingModule(tf.Module):
     """What an export saves: the model's variables, the tokenizer and the serving functions.
 
     The Keras model itself is not saved as an object, only its variables, as the
-    `tf.Variable`s Keras 3 wraps (see `_tf_variables`), so the SavedModel needs neither lmpipe
+    `tf.Variable`s Keras 3 wraps (see `saveable_variables`), so the SavedModel needs neither lmpipe
     nor Keras to load and the TF1 loader restores what the functions read; the tokenizer is
     tracked so that its graph resources are saved, and its vocabulary files are assets
     (`assets/vocab.txt`, `assets/tokenizer.json`).
@@ -153,7 +153,7 @@ class ServingModule(tf.Module):
         self.tokenizer = tokenizer
         self.seq_len = seq_len
         self.pairs = pairs
-        self.model_variables = _tf_variables(getattr(model, "variables", []))
+        self.model_variables = saveable_variables(getattr(model, "variables", []))
         # A plain object, which tf.Module does not track: the model is not saved as an object.
         self._forward = _Forward(model, _check_outputs(outputs))
         self._forward.check(tokenizer, seq_len)
@@ -352,7 +352,7 @@ class _Forward:
         return served
 
 
-def _tf_variables(variables):
+def saveable_variables(variables):
     """The `tf.Variable`s to save: a Keras 3 variable is saved as the `tf.Variable` it wraps.
 
     Saving the Keras wrapper makes a SavedModel that `tf.saved_model.load` reads but the TF1

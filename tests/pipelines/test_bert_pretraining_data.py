@@ -157,6 +157,9 @@ def test_sop_swaps_are_the_true_pair_reversed(comedies, bert_tokenizer):
 
 
 def test_same_seed_gives_identical_batches_in_another_process(comedies, bert_tokenizer):
+    # `fit` seeds TensorFlow's global random state (keras.utils.set_random_seed); the batches
+    # must not depend on it, so this process sets it and the other does not.
+    tf.random.set_seed(12345)
     pipe = BertPretraining(bert_tokenizer, seq_len=SEQ_LEN, objective="nsp", seed=3)
     here = take(pipe.dataset(comedies, batch_size=8), 3)
     digest = np.concatenate(
@@ -248,6 +251,7 @@ def test_whole_word_and_ngram_options_reach_the_masker(comedies, bert_tokenizer)
         bert_tokenizer, seq_len=SEQ_LEN, objective="sop", seed=4, whole_word=True, max_ngram=3
     )
     continuation = bert_tokenizer.continuation_mask
+    special = list(bert_tokenizer.special_token_ids)
     for features, labels in take(pipe.dataset(comedies, batch_size=16), 5):
         tokens = restore(features, labels)
         for row, positions, weights in zip(
@@ -255,8 +259,10 @@ def test_whole_word_and_ngram_options_reach_the_masker(comedies, bert_tokenizer)
         ):
             selected = np.zeros(SEQ_LEN, bool)
             selected[positions[weights > 0]] = True
-            # A continuation piece is selected exactly when the piece before it is.
+            # A continuation piece is selected exactly when the piece before it is, unless a
+            # segment truncated at its front starts with it (then it starts its own unit).
             pieces = np.flatnonzero(continuation[row])
+            pieces = pieces[~np.isin(row[pieces - 1], special)]
             np.testing.assert_array_equal(selected[pieces], selected[pieces - 1])
 
 
