@@ -2,6 +2,7 @@
 
 lmpipe pretrain bert --out runs/bert           # bundled Shakespeare corpus, then export
 lmpipe pretrain albert --corpus 'wiki/*.txt' --vocab-size 30000 --steps 100000
+lmpipe pretrain xlnet --out runs/xlnet --reuse-len 64   # permutation LM with memory
 lmpipe finetune --pretrained runs/bert/pipeline --out runs/genre
 lmpipe export runs/bert/pipeline serving/bert
 lmpipe summarize bert --preset base
@@ -14,7 +15,9 @@ import sys
 PRESETS = {
     "bert": ("tiny", "mini", "small", "base", "large"),
     "albert": ("tiny", "base", "large", "xlarge", "xxlarge"),
+    "xlnet": ("tiny", "base"),
 }
+DEFAULT_PRESETS = {"bert": "mini", "albert": "tiny", "xlnet": "tiny"}
 
 
 def _strategy(name):
@@ -54,6 +57,8 @@ def _tokenizer(arguments, corpus):
 def _model_config(kind, preset, tokenizer, seq_len):
     from lmpipe import models
 
+    if kind == "xlnet":
+        return getattr(models.XLNetConfig, preset)(vocabulary_size=tokenizer.vocabulary_size)
     config_class = models.AlbertConfig if kind == "albert" else models.BertConfig
     return getattr(config_class, preset)(
         vocabulary_size=tokenizer.vocabulary_size, max_sequence_length=max(seq_len, 128)
@@ -62,19 +67,35 @@ def _model_config(kind, preset, tokenizer, seq_len):
 
 def _pretrain(arguments):
     strategy = _strategy(arguments.strategy)
-    from lmpipe.pipelines import AlbertPretraining, BertPretraining
+    from lmpipe.pipelines import AlbertPretraining, BertPretraining, XLNetPretraining
 
     corpus = _corpus(arguments.corpus, arguments.format)
     print(corpus.describe() if hasattr(corpus, "describe") else corpus)
     tokenizer = _tokenizer(arguments, corpus)
-    pipeline_class = AlbertPretraining if arguments.model == "albert" else BertPretraining
-    pipe = pipeline_class(
-        tokenizer,
-        seq_len=arguments.seq_len,
-        objective=arguments.objective,
-        seed=arguments.seed,
-        model=_model_config(arguments.model, arguments.preset, tokenizer, arguments.seq_len),
-    )
+    config = _model_config(arguments.model, arguments.preset, tokenizer, arguments.seq_len)
+    if arguments.model == "xlnet":
+        if arguments.objective is not None:
+            raise SystemExit("error: --objective is for bert and albert; xlnet is a permutation LM")
+        reuse_len = arguments.reuse_len
+        if reuse_len is None:
+            reuse_len = arguments.seq_len // 2
+        pipe = XLNetPretraining(
+            tokenizer,
+            seq_len=arguments.seq_len,
+            seed=arguments.seed,
+            reuse_len=reuse_len or None,
+            mem_len=arguments.mem_len,
+            model=config,
+        )
+    else:
+        pipeline_class = AlbertPretraining if arguments.model == "albert" else BertPretraining
+        pipe = pipeline_class(
+            tokenizer,
+            seq_len=arguments.seq_len,
+            objective=arguments.objective,
+            seed=arguments.seed,
+            model=config,
+        )
     epochs = max(1, arguments.epochs)
     steps_per_epoch = max(1, arguments.steps // epochs)
     pipe.fit(
@@ -96,7 +117,8 @@ def _pretrain(arguments):
     pipeline_dir = os.path.join(arguments.out, "pipeline")
     pipe.save(pipeline_dir)
     print(f"Saved the pipeline to {pipeline_dir}")
-    metrics = pipe.evaluate(corpus, batch_size=arguments.batch_size, steps=10, verbose=0)
+    batch_size = None if arguments.model == "xlnet" else arguments.batch_size
+    metrics = pipe.evaluate(corpus, batch_size=batch_size, steps=10, verbose=0)
     print(
         "Evaluation on 10 batches: "
         + ", ".join(f"{name} {value:.4f}" for name, value in sorted(metrics.items()))
@@ -180,6 +202,7 @@ def _summarize(arguments):
     config_class, builder = {
         "bert": (models.BertConfig, models.bert),
         "albert": (models.AlbertConfig, models.albert),
+        "xlnet": (models.XLNetConfig, models.xlnet),
     }[arguments.model]
     if arguments.preset not in PRESETS[arguments.model]:
         raise SystemExit(
@@ -219,11 +242,11 @@ def build_parser():
 
     pretrain = commands.add_parser(
         "pretrain",
-        help="pretrain BERT or ALBERT, then save and export",
+        help="pretrain BERT, ALBERT or XLNet, then save and export",
         description="Pretrain on --corpus (default: the bundled Shakespeare plays). Running the "
         "same command again after an interruption resumes from the last checkpoint.",
     )
-    pretrain.add_argument("model", choices=["bert", "albert"])
+    pretrain.add_argument("model", choices=["bert", "albert", "xlnet"])
     pretrain.add_argument("--corpus", default=None, help="file glob (default: Shakespeare)")
     pretrain.add_argument("--format", default="auto", choices=["auto", "bert", "prose", "jsonl"])
     pretrain.add_argument("--vocab", default=None, help="a BERT vocab.txt instead of learning one")
@@ -233,13 +256,22 @@ def build_parser():
         "--preset",
         default=None,
         help="model size: bert tiny|mini|small|base|large (default mini); "
-        "albert tiny|base|large|xlarge|xxlarge (default tiny)",
+        "albert tiny|base|large|xlarge|xxlarge (default tiny); xlnet tiny|base (default tiny)",
     )
     pretrain.add_argument(
         "--objective",
         default=None,
         choices=["nsp", "sop", "mlm"],
         help="default: nsp for bert, sop for albert",
+    )
+    pretrain.add_argument(
+        "--reuse-len",
+        type=int,
+        default=None,
+        help="xlnet: tokens each example hands on as memory (default seq-len / 2; 0 = no memory)",
+    )
+    pretrain.add_argument(
+        "--mem-len", type=int, default=None, help="xlnet: cached states (default reuse-len)"
     )
     pretrain.add_argument("--steps", type=int, default=200, help="training steps in all")
     pretrain.add_argument("--epochs", type=int, default=2, help="epochs the steps divide into")
@@ -273,7 +305,7 @@ def build_parser():
     export.set_defaults(run=_export)
 
     summarize = commands.add_parser("summarize", help="build a model and print its layers")
-    summarize.add_argument("model", choices=["bert", "albert"])
+    summarize.add_argument("model", choices=["bert", "albert", "xlnet"])
     summarize.add_argument("--preset", default="base")
     summarize.set_defaults(run=_summarize)
     return parser
@@ -283,7 +315,7 @@ def main(argv=None):
     """Entry point of the `lmpipe` command."""
     arguments = build_parser().parse_args(argv)
     if arguments.command == "pretrain" and arguments.preset is None:
-        arguments.preset = "mini" if arguments.model == "bert" else "tiny"
+        arguments.preset = DEFAULT_PRESETS[arguments.model]
     if arguments.command == "pretrain" and arguments.preset not in PRESETS[arguments.model]:
         raise SystemExit(f"error: --preset must be one of {', '.join(PRESETS[arguments.model])}")
     return arguments.run(arguments)

@@ -1,24 +1,37 @@
 """tf.data building blocks of lmpipe: corpora, tokenizers and pretraining transforms."""
 
 from lmpipe.datasets.bert_examples import bert_examples
+from lmpipe.datasets.causal_lm import causal_lm_examples
 from lmpipe.datasets.corpus import FileStats, TextCorpus
 from lmpipe.datasets.labelled_text import LabelledSplits, shakespeare_genres
 from lmpipe.datasets.masking import MaskedLMMasker
+from lmpipe.datasets.parallel_text import ParallelCorpus
+from lmpipe.datasets.permutation import PermutationLM
 from lmpipe.datasets.sentence_pairs import pair_spans
 from lmpipe.datasets.sentences import split_sentences
+from lmpipe.datasets.seq2seq_examples import seq2seq_examples
+from lmpipe.datasets.shuffling import by_epoch, window_shuffle
 from lmpipe.datasets.tokenized_corpus import TokenizedCorpus, write_tokenized_corpus
 from lmpipe.datasets.wordpiece import WordPieceTokenizer
+from lmpipe.datasets.xlnet_examples import xlnet_examples
 
 __all__ = [
     "FileStats",
     "LabelledSplits",
     "MaskedLMMasker",
+    "ParallelCorpus",
+    "PermutationLM",
     "TextCorpus",
     "TokenizedCorpus",
     "WordPieceTokenizer",
     "bert_examples",
+    "by_epoch",
+    "causal_lm_examples",
     "pair_spans",
     "shakespeare_genres",
+    "seq2seq_examples",
     "split_sentences",
+    "window_shuffle",
     "write_tokenized_corpus",
+    "xlnet_examples",
 ]

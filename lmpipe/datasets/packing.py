@@ -1,5 +1,7 @@
-"""Packing token segments into BERT's inputs: `[CLS] A [SEP] (B [SEP])`, padded, in graph ops.
+"""Packing token segments into model inputs, padded, in graph ops.
 
+Two layouts: BERT's `[CLS] A [SEP] (B [SEP])` and XLNet's `A <sep> (B <sep>) <cls>`, where the
+tokenizer's `[SEP]` and `[CLS]` play `<sep>` and `<cls>`, and `<cls>` has segment id 2.
 Shared by the pretraining examples, the fine-tuning pipeline and the serving signatures, so
 that a text is packed the same way in training and in serving.
 """
@@ -7,15 +9,24 @@ that a text is packed the same way in training and in serving.
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+LAYOUTS = ("bert", "xlnet")
 
-def pack_segments(tokenizer, segments, seq_len):
-    """`[CLS] A [SEP]` (or `[CLS] A [SEP] B [SEP]`) from ragged `[B, (pieces)]` segments that
-    already fit, padded with `[PAD]` to `seq_len`.
+
+def pack_segments(tokenizer, segments, seq_len, layout="bert"):
+    """Pack ragged `[B, (pieces)]` segments that already fit, padded with `[PAD]` to `seq_len`.
+
+    Layout "bert": `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`; segment ids 0 up to the first
+    `[SEP]` and 1 after it. Layout "xlnet": `A [SEP] [CLS]` or `A [SEP] B [SEP] [CLS]`; segment
+    ids 0 for A and its `[SEP]`, 1 for B and its `[SEP]`, 2 for `[CLS]`, 0 on padding.
 
     Returns:
-        `{"token_ids", "segment_ids", "padding_mask"}`, int32 `[B, seq_len]`: segment ids 0 up
-        to the first `[SEP]` and 1 after it, padding mask 1 on real tokens.
+        `{"token_ids", "segment_ids", "padding_mask"}`, int32 `[B, seq_len]`, padding mask 1
+        on real tokens.
     """
+    if layout not in LAYOUTS:
+        raise ValueError(f"`layout` must be one of {LAYOUTS}, got layout={layout!r}.")
+    if layout == "xlnet":
+        return _pack_xlnet(tokenizer, segments, seq_len)
     token_ids, segment_ids = tf_text.combine_segments(
         segments, start_of_sequence_id=tokenizer.cls_id, end_of_segment_id=tokenizer.sep_id
     )
@@ -28,12 +39,39 @@ def pack_segments(tokenizer, segments, seq_len):
     }
 
 
-def pack_texts(tokenizer, texts, seq_len, text_pairs=None):
-    """BERT inputs for texts (or text pairs), in graph ops: int32 `[B, seq_len]` each.
+def _pack_xlnet(tokenizer, segments, seq_len):
+    segments = [tf.cast(segment, tf.int64) for segment in segments]
+    rows, splits_dtype = segments[0].nrows(), segments[0].row_splits.dtype
+
+    def column(value):  # [B, 1] of `value`
+        return tf.RaggedTensor.from_tensor(
+            tf.fill([rows, 1], tf.constant(value, tf.int64)), row_splits_dtype=splits_dtype
+        )
+
+    tokens, segment_ids = [], []
+    for index, segment in enumerate(segments):
+        tokens += [segment, column(tokenizer.sep_id)]
+        segment_ids += [tf.zeros_like(segment) + index, column(index)]
+    tokens.append(column(tokenizer.cls_id))
+    segment_ids.append(column(2))
+    token_ids, padding_mask = tf_text.pad_model_inputs(
+        tf.concat(tokens, axis=1), seq_len, tokenizer.pad_id
+    )
+    segment_ids, _ = tf_text.pad_model_inputs(tf.concat(segment_ids, axis=1), seq_len, 0)
+    return {
+        "token_ids": tf.cast(token_ids, tf.int32),
+        "segment_ids": tf.cast(segment_ids, tf.int32),
+        "padding_mask": tf.cast(padding_mask, tf.int32),
+    }
+
+
+def pack_texts(tokenizer, texts, seq_len, text_pairs=None, layout="bert"):
+    """Model inputs for texts (or text pairs), in graph ops: int32 `[B, seq_len]` each.
 
     `[CLS] text [SEP]`, or `[CLS] text [SEP] text_pair [SEP]`, then `[PAD]`s; `segment_ids`
     are 0 up to the first `[SEP]` and 1 after it; `padding_mask` is 1 on real tokens. An empty
-    text gives no piece (`[CLS] [SEP]`).
+    text gives no piece (`[CLS] [SEP]`). With `layout="xlnet"`, `text [SEP] [CLS]` or
+    `text [SEP] text_pair [SEP] [CLS]` (see `pack_segments`).
 
     Texts too long are cut from the end: a single text to `seq_len - 2` pieces; a pair to
     `seq_len - 3` pieces in all, always cutting the longer side (the second one on a tie), as
@@ -44,6 +82,7 @@ def pack_texts(tokenizer, texts, seq_len, text_pairs=None):
         texts: string `[B]`.
         seq_len: the length of the packed sequences.
         text_pairs: optional string `[B]`, the second segment of each example.
+        layout: "bert" or "xlnet".
 
     Returns:
         `{"token_ids", "segment_ids", "padding_mask"}`, int32 `[B, seq_len]`.
@@ -55,7 +94,7 @@ def pack_texts(tokenizer, texts, seq_len, text_pairs=None):
         batch_size = tf.size(texts)
         pieces = tokenizer.tokenize(tf.concat([texts, text_pairs], axis=0))  # [2B, (pieces)]
         segments = truncate_longest_first(pieces[:batch_size], pieces[batch_size:], seq_len - 3)
-    return pack_segments(tokenizer, segments, seq_len)
+    return pack_segments(tokenizer, segments, seq_len, layout)
 
 
 def truncate_longest_first(first, second, max_tokens):

@@ -6,12 +6,19 @@ from lmpipe.layers.classification_head import ClassificationHead
 from lmpipe.layers.masked_lm_head import MaskedLMHead
 from lmpipe.layers.multi_head_attention import MultiHeadAttention
 from lmpipe.layers.position_embedding import PositionEmbedding
+from lmpipe.layers.relative_attention import RelativeAttention
+from lmpipe.layers.relative_position_encoding import RelativePositionEncoding
+from lmpipe.layers.rnn_attention import RnnAttention
+from lmpipe.layers.rnn_decoder import RnnDecoder
+from lmpipe.layers.rnn_encoder import RnnEncoder
+from lmpipe.layers.scalar_mix import ScalarMix
 from lmpipe.layers.scaled_dot_product_attention import ScaledDotProductAttention
 from lmpipe.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
 from lmpipe.layers.span_head import SpanHead
 from lmpipe.layers.token_classification_head import TokenClassificationHead
 from lmpipe.layers.transformer_decoder_block import TransformerDecoderBlock
 from lmpipe.layers.transformer_encoder_block import TransformerEncoderBlock
+from lmpipe.layers.two_stream_relative_attention import TwoStreamRelativeAttention
 
 __all__ = [
     "BertEmbedding",
@@ -19,11 +26,18 @@ __all__ = [
     "MaskedLMHead",
     "MultiHeadAttention",
     "PositionEmbedding",
+    "RelativeAttention",
+    "RelativePositionEncoding",
+    "RnnAttention",
+    "RnnDecoder",
+    "RnnEncoder",
+    "ScalarMix",
     "ScaledDotProductAttention",
     "SinusoidalPositionEncoding",
     "SpanHead",
     "TokenClassificationHead",
     "TransformerDecoderBlock",
     "TransformerEncoderBlock",
+    "TwoStreamRelativeAttention",
     "attention_mask",
 ]

@@ -26,8 +26,9 @@ class MultiHeadAttention(keras.layers.Layer):
     are written at `cache_update_index`, the queries attend to every cached position up to
     their own, and the call returns `(output, updated_cache)`. For cross-attention, pass the
     precomputed `cache` of the encoder (see `compute_cache`) without `cache_update_index`.
-    An integer `cache_update_index` is checked against the cache's length; a tensor index
-    cannot be checked while tracing and must lie in `[0, max_length - new_steps]`.
+    An integer `cache_update_index` is checked against the cache's length when both lengths
+    are static; a tensor index cannot be checked while tracing and must lie in
+    `[0, max_length - new_steps]`.
 
     Args:
         num_heads: number of heads `h`.
@@ -170,8 +171,11 @@ class MultiHeadAttention(keras.layers.Layer):
             value_heads = self.value_dense(value)  # [B, K, h, d_v]
         if cache is not None and cache_update_index is not None:
             # slice_update clamps out-of-range starts, which would overwrite a real slot.
-            if isinstance(cache_update_index, int) and not (
-                0 <= cache_update_index <= cache.shape[2] - query.shape[1]
+            lengths_known = cache.shape[2] is not None and query.shape[1] is not None
+            if (
+                isinstance(cache_update_index, int)
+                and lengths_known
+                and not 0 <= cache_update_index <= cache.shape[2] - query.shape[1]
             ):
                 raise ValueError(
                     f"`cache_update_index`={cache_update_index} does not fit {query.shape[1]} "

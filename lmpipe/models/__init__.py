@@ -2,15 +2,46 @@
 
 from lmpipe.models.albert import AlbertConfig, albert
 from lmpipe.models.bert import BertConfig, bert, count_parameters
+from lmpipe.models.decoding import Seq2SeqModel, beam_search, greedy_search
+from lmpipe.models.elmo import ElmoConfig, ElmoLanguageModel, elmo
+from lmpipe.models.generation import generate
+from lmpipe.models.gpt import GptCausalLM, GptConfig, gpt
 from lmpipe.models.pretrained import bert_from_pretrained
+from lmpipe.models.rnn_seq2seq import RnnSeq2Seq, RnnSeq2SeqConfig, rnn_seq2seq
+from lmpipe.models.seq2seq_trainer import Seq2SeqTrainer, label_smoothed_cross_entropy
 from lmpipe.models.sequence_classifier import SequenceClassifier
+from lmpipe.models.transformer import TransformerConfig, TransformerSeq2Seq, transformer
+from lmpipe.models.xlnet import XLNetConfig, xlnet, xlnet_content_stream
+from lmpipe.models.xlnet_pretrainer import XLNetPretrainer
 
 __all__ = [
     "AlbertConfig",
     "BertConfig",
+    "ElmoConfig",
+    "ElmoLanguageModel",
+    "GptCausalLM",
+    "GptConfig",
+    "RnnSeq2Seq",
+    "RnnSeq2SeqConfig",
+    "Seq2SeqModel",
+    "Seq2SeqTrainer",
     "SequenceClassifier",
+    "TransformerConfig",
+    "TransformerSeq2Seq",
+    "XLNetConfig",
+    "XLNetPretrainer",
     "albert",
+    "beam_search",
     "bert",
     "bert_from_pretrained",
     "count_parameters",
+    "elmo",
+    "generate",
+    "gpt",
+    "greedy_search",
+    "label_smoothed_cross_entropy",
+    "rnn_seq2seq",
+    "transformer",
+    "xlnet",
+    "xlnet_content_stream",
 ]

@@ -7,7 +7,7 @@ from lmpipe.layers.initializers import bert_initializer
 from lmpipe.layers.masked_lm_head import MaskedLMHead
 from lmpipe.models.albert import AlbertConfig, albert
 from lmpipe.models.bert import BertConfig, bert
-from lmpipe.models.trainable import TrainableModel, global_sum
+from lmpipe.models.trainable import FunctionalTrainableModel, global_sum
 
 PAIR_LABELS = {"nsp": "nsp_labels", "sop": "sop_labels", "mlm": None}
 
@@ -33,7 +33,7 @@ def _config_from_dict(values):
 
 
 @keras.saving.register_keras_serializable(package="lmpipe")
-class BertPretrainer(TrainableModel):
+class BertPretrainer(FunctionalTrainableModel):
     """Encoder + masked-LM head tied to the token embedding + a 2-way pair head.
 
     Inputs: the features of the BERT data contract (`token_ids`, `segment_ids`,

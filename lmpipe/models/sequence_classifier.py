@@ -4,13 +4,13 @@ import keras
 from keras import ops
 
 from lmpipe.layers.classification_head import ClassificationHead
-from lmpipe.models.trainable import TrainableModel, global_sum
+from lmpipe.models.trainable import FunctionalTrainableModel, global_sum
 
 ENCODER_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 
 
 @keras.saving.register_keras_serializable(package="lmpipe")
-class SequenceClassifier(TrainableModel):
+class SequenceClassifier(FunctionalTrainableModel):
     """An encoder (BERT, ALBERT, ...) with a classification head on its pooled `[CLS]` vector.
 
         pooled = encoder(token_ids, segment_ids, padding_mask)["pooled_output"]   # [B, H]
@@ -24,7 +24,7 @@ class SequenceClassifier(TrainableModel):
     The model computes its own loss and metrics, so it trains after a `compile` with only an
     optimizer: the labels are `{"labels": int32 [B]}`, the loss the mean sparse categorical
     cross-entropy over the global batch (also under a distribution strategy), the metric
-    `accuracy`. `TrainableModel` adapts the metrics to multi-worker training.
+    `accuracy`. `FunctionalTrainableModel` adapts the metrics to multi-worker training.
 
     Args:
         encoder: a `keras.Model` taking the three inputs above and returning a dict with

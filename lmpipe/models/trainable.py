@@ -1,4 +1,4 @@
-"""A Keras model base class for lmpipe's training models, working around Keras limits."""
+"""Keras model base classes for lmpipe's training models, working around Keras limits."""
 
 import keras
 import tensorflow as tf
@@ -16,9 +16,10 @@ def global_sum(value):
     return context.all_reduce(tf.distribute.ReduceOp.SUM, value)
 
 
-class TrainableModel(keras.Model):
-    """`keras.Model` for models that lmpipe builds completely before `fit`, and that report
-    their metrics with `compute_metrics` returning `metric_results()`.
+class TrainingSteps:
+    """What lmpipe's training models add to `keras.Model`: for models that lmpipe builds
+    completely before `fit`, and that report their metrics with `compute_metrics` returning
+    `metric_results()`. Mixed in by `TrainableModel` and `FunctionalTrainableModel`.
 
     Two Keras 3 steps fail under MultiWorkerMirroredStrategy, and this class avoids them:
     - before training, Keras (`_maybe_symbolic_build`) pulls one batch and averages it across
@@ -45,3 +46,19 @@ class TrainableModel(keras.Model):
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
         del x, y, y_pred, sample_weight
         return self.metric_results()
+
+
+class TrainableModel(TrainingSteps, keras.Model):
+    """Base of lmpipe's training models written as subclasses (layers made in `__init__`, a
+    `call` method); see `TrainingSteps`."""
+
+
+class FunctionalTrainableModel(TrainingSteps, keras.Model):
+    """Base of lmpipe's training models built functionally, with
+    `super().__init__(inputs=..., outputs=...)`; see `TrainingSteps`.
+
+    Separate from `TrainableModel` because Keras turns the class hierarchy of a model built
+    that way into a functional one for good (it rewrites the bases of its ancestors up to
+    `keras.Model` to `Functional`): a shared base would then make every subclass-style model
+    in the process fail with "missing 'inputs' and 'outputs'".
+    """

@@ -2,13 +2,22 @@
 
 from lmpipe.pipelines.bert_pretraining import AlbertPretraining, BertPretraining
 from lmpipe.pipelines.distribution import distribution_strategy
-from lmpipe.pipelines.schedules import WarmupLinearDecay
+from lmpipe.pipelines.elmo_pretraining import ElmoPretraining
+from lmpipe.pipelines.gpt_pretraining import GptPretraining
+from lmpipe.pipelines.schedules import TransformerSchedule, WarmupLinearDecay
 from lmpipe.pipelines.text_classifier import TextClassifier
+from lmpipe.pipelines.translation import Translation
+from lmpipe.pipelines.xlnet_pretraining import XLNetPretraining
 
 __all__ = [
     "AlbertPretraining",
     "BertPretraining",
+    "ElmoPretraining",
+    "GptPretraining",
     "TextClassifier",
+    "TransformerSchedule",
+    "Translation",
     "WarmupLinearDecay",
+    "XLNetPretraining",
     "distribution_strategy",
 ]

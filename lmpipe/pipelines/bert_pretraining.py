@@ -1,21 +1,16 @@
 """`BertPretraining` and `AlbertPretraining`: data, model, training, evaluation, export."""
 
-import json
 import math
-import os
 
 import keras
-import tensorflow as tf
 
 from lmpipe.datasets.bert_examples import PAIR_MODES, bert_examples, check_sequence_length
 from lmpipe.datasets.masking import MaskedLMMasker
-from lmpipe.datasets.wordpiece import WordPieceTokenizer
 from lmpipe.models.albert import AlbertConfig
 from lmpipe.models.bert import BertConfig
 from lmpipe.models.pretraining import BertPretrainer, _config_from_dict, _config_to_dict
-from lmpipe.pipelines.training import train
-
-PIPELINE_FILE = "pipeline.json"
+from lmpipe.pipelines.saved_pipeline import SavedPipeline, save_pipeline
+from lmpipe.pipelines.training import check_training_options, one_pass_steps, train
 
 
 class BertPretraining:
@@ -205,25 +200,7 @@ class BertPretraining:
         dataset = self.dataset(corpus, batch_size, epochs=1)
         return int(dataset.reduce(0, lambda count, _: count + 1).numpy())
 
-    def fit(
-        self,
-        corpus,
-        batch_size=32,
-        epochs=1,
-        steps_per_epoch=None,
-        strategy=None,
-        checkpoint_dir=None,
-        learning_rate=1e-4,
-        warmup_steps=None,
-        weight_decay=0.01,
-        clipnorm=1.0,
-        mixed_precision=None,
-        jit_compile=False,
-        checkpoint_every=None,
-        log_dir=None,
-        callbacks=None,
-        verbose="auto",
-    ):
+    def fit(self, corpus, batch_size=32, epochs=1, steps_per_epoch=None, **training_options):
         """Pretrain on `corpus`; return the Keras `History`.
 
         Args:
@@ -231,31 +208,15 @@ class BertPretraining:
             batch_size: global batch size (divided among the replicas; must divide evenly).
             epochs: number of epochs of `steps_per_epoch` steps.
             steps_per_epoch: defaults to the number of batches in one pass over the corpus.
-            strategy: None (one device), "mirrored", "multi_worker" (TF_CONFIG) or a
-                `tf.distribute.Strategy`.
-            checkpoint_dir: checkpoints and TensorBoard logs; the same command run again after
-                a crash continues from the latest checkpoint, and a finished run is not
-                repeated.
-            learning_rate: peak learning rate of AdamW (linear warmup, then linear decay).
-            warmup_steps: defaults to 10% of all steps.
-            weight_decay: AdamW's decoupled weight decay (not on biases and LayerNorms).
-            clipnorm: global gradient-norm clipping.
-            mixed_precision: None, "mixed_bfloat16" or "mixed_float16" (with loss scaling).
-            jit_compile: XLA-compile the train step.
-            checkpoint_every: also checkpoint every this many steps.
-            log_dir: TensorBoard log directory (default `<checkpoint_dir>/logs`).
-            callbacks: extra Keras callbacks.
-            verbose: Keras' progress bar setting.
+            **training_options: the training options of `lmpipe.pipelines.training.train`
+                (`strategy`, `checkpoint_dir`, `learning_rate`, ..., `verbose`).
         """
+        options = check_training_options(f"{type(self).__name__}.fit", training_options)
         if steps_per_epoch is None:
-            steps_per_epoch = self.steps_in_one_pass(corpus, batch_size)
-            if steps_per_epoch == 0:
-                raise ValueError(
-                    f"One pass over the corpus gives no full batch of {batch_size}: use a "
-                    "smaller `batch_size` or give `steps_per_epoch`."
-                )
+            steps = self.steps_in_one_pass(corpus, batch_size)
+            steps_per_epoch = one_pass_steps(steps, batch_size)
         # Without checkpoints, a second fit continues training the same model.
-        previous = self.model if checkpoint_dir is None else None
+        previous = self.model if options.get("checkpoint_dir") is None else None
 
         def make_dataset(per_replica, input_context, skip):
             self._check_corpus(corpus, input_context)
@@ -270,20 +231,9 @@ class BertPretraining:
             batch_size=batch_size,
             epochs=epochs,
             steps_per_epoch=steps_per_epoch,
-            strategy=strategy,
-            checkpoint_dir=checkpoint_dir,
-            learning_rate=learning_rate,
-            warmup_steps=warmup_steps,
-            weight_decay=weight_decay,
-            clipnorm=clipnorm,
-            mixed_precision=mixed_precision,
-            jit_compile=jit_compile,
-            checkpoint_every=checkpoint_every,
-            log_dir=log_dir,
-            callbacks=callbacks,
-            verbose=verbose,
             model=previous,
             seed=self.seed,
+            **options,
         )
         return history
 
@@ -313,32 +263,16 @@ class BertPretraining:
 
     def save(self, directory):
         """Write the tokenizer, the pipeline's options and the trained model to `directory`."""
-        if self.model is None:
-            raise ValueError("The pipeline has no model yet: call fit() first.")
-        tf.io.gfile.makedirs(directory)
-        self.tokenizer.save(os.path.join(directory, "tokenizer"))
-        description = {
-            "pipeline": type(self).__name__,
-            "model": _config_to_dict(self.model_config),
-            **self.options,
-        }
-        with tf.io.gfile.GFile(os.path.join(directory, PIPELINE_FILE), "w") as file:
-            json.dump(description, file, indent=2)
-        self.model.save(os.path.join(directory, "model.keras"))
+        tokenizers = {"tokenizer": self.tokenizer}
+        save_pipeline(directory, self, self.model, self._run_config(), tokenizers)
 
     @classmethod
     def load(cls, directory):
         """A pipeline saved with `save`, with its trained model."""
-        path = os.path.join(directory, PIPELINE_FILE)
-        if not tf.io.gfile.exists(path):
-            raise ValueError(f"{directory!r} holds no saved pipeline ({PIPELINE_FILE} missing).")
-        with tf.io.gfile.GFile(path) as file:
-            description = json.load(file)
-        description.pop("pipeline")
-        config = _config_from_dict(description.pop("model"))
-        tokenizer = WordPieceTokenizer.load(os.path.join(directory, "tokenizer"))
-        pipeline = cls(tokenizer, model=config, **description)
-        pipeline.model = keras.models.load_model(os.path.join(directory, "model.keras"))
+        saved = SavedPipeline(directory, cls)
+        config = _config_from_dict(saved.description.pop("model"))
+        pipeline = cls(saved.tokenizer(), model=config, **saved.description)
+        pipeline.model = saved.model()
         return pipeline
 
     def serving_model(self):

@@ -42,3 +42,46 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
             "total_steps": self.total_steps,
             "end_learning_rate": self.end_learning_rate,
         }
+
+
+@keras.saving.register_keras_serializable(package="lmpipe")
+class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """The Transformer's schedule: linear warmup, then decay with the inverse square root.
+
+    lr = factor * d_model^-0.5 * min(n^-0.5, n * warmup_steps^-1.5),  n = step + 1
+
+    `step` is the optimizer's count of finished updates (0 for the first one), so `n` is the
+    paper's `step_num`, which starts at 1. The peak, `factor * (d_model * warmup_steps)^-0.5`,
+    is reached at `n = warmup_steps`.
+
+    Args:
+        d_model: the model width (`hidden_dim`).
+        warmup_steps: steps of linear warmup (4000 in the paper).
+        factor: a multiplier of the whole schedule (1 in the paper).
+
+    Example:
+
+    >>> schedule = TransformerSchedule(d_model=512, warmup_steps=4000)
+    >>> round(float(schedule(3999)), 7)  # the peak: (512 * 4000) ** -0.5
+    0.0006988
+
+    Reference: Vaswani et al., "Attention Is All You Need", 2017, section 5.3.
+    """
+
+    def __init__(self, d_model, warmup_steps=4000, factor=1.0):
+        for name, value in (("d_model", d_model), ("warmup_steps", warmup_steps)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"`{name}` must be a positive integer, got {name}={value!r}.")
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor <= 0:
+            raise ValueError(f"`factor` must be a positive number, got factor={factor!r}.")
+        self.d_model = d_model
+        self.warmup_steps = warmup_steps
+        self.factor = float(factor)
+
+    def __call__(self, step):
+        n = ops.cast(step, "float32") + 1.0
+        scale = self.factor * self.d_model**-0.5
+        return scale * ops.minimum(ops.rsqrt(n), n * float(self.warmup_steps) ** -1.5)
+
+    def get_config(self):
+        return {"d_model": self.d_model, "warmup_steps": self.warmup_steps, "factor": self.factor}

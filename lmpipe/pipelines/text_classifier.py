@@ -14,9 +14,9 @@ from lmpipe.datasets.shuffling import by_epoch, window_shuffle
 from lmpipe.datasets.wordpiece import WordPieceTokenizer
 from lmpipe.models.pretrained import bert_from_pretrained
 from lmpipe.models.sequence_classifier import ENCODER_INPUTS, SequenceClassifier
-from lmpipe.pipelines.training import train
+from lmpipe.pipelines.saved_pipeline import SavedPipeline, save_pipeline
+from lmpipe.pipelines.training import check_training_options, train
 
-PIPELINE_FILE = "pipeline.json"
 HF_TOKENIZER_CONFIG = "tokenizer_config.json"
 
 # Examples held in memory are shuffled all together; a tf.data.Dataset of examples through a
@@ -296,6 +296,9 @@ class TextClassifier:
             "seed": self.seed,
         }
 
+    # BERT's fine-tuning learning rates are 2e-5 to 5e-5 (appendix A.3).
+    training_defaults = {"learning_rate": 2e-5}
+
     def fit(
         self,
         train_examples,
@@ -303,18 +306,7 @@ class TextClassifier:
         epochs=3,
         steps_per_epoch=None,
         validation=None,
-        strategy=None,
-        checkpoint_dir=None,
-        learning_rate=2e-5,
-        warmup_steps=None,
-        weight_decay=0.01,
-        clipnorm=1.0,
-        mixed_precision=None,
-        jit_compile=False,
-        checkpoint_every=None,
-        log_dir=None,
-        callbacks=None,
-        verbose="auto",
+        **training_options,
     ):
         """Fine-tune on `train_examples`; return the Keras `History`.
 
@@ -329,22 +321,13 @@ class TextClassifier:
             steps_per_epoch: defaults to `ceil(number of examples / batch_size)`.
             validation: labelled examples evaluated at the end of every epoch; their `loss`
                 and `accuracy` appear in the history as `val_loss` and `val_accuracy`.
-            strategy: None (one device), "mirrored", "multi_worker" (TF_CONFIG) or a
-                `tf.distribute.Strategy`.
-            checkpoint_dir: checkpoints and TensorBoard logs; the same call run again after a
-                crash continues from the latest checkpoint.
-            learning_rate: peak learning rate of AdamW (linear warmup, then linear decay to 0);
-                2e-5 to 5e-5 are BERT's fine-tuning values.
-            warmup_steps: defaults to 10% of all steps.
-            weight_decay: AdamW's decoupled weight decay (not on biases and LayerNorms).
-            clipnorm: global gradient-norm clipping.
-            mixed_precision: None, "mixed_bfloat16" or "mixed_float16".
-            jit_compile: XLA-compile the train step.
-            checkpoint_every: also checkpoint every this many steps.
-            log_dir: TensorBoard log directory (default `<checkpoint_dir>/logs`).
-            callbacks: extra Keras callbacks.
-            verbose: Keras' progress bar setting.
+            **training_options: the training options of `lmpipe.pipelines.training.train`
+                (`strategy`, `checkpoint_dir`, `learning_rate`, ..., `verbose`), with
+                `learning_rate=2e-5` by default.
         """
+        options = check_training_options(
+            f"{type(self).__name__}.fit", training_options, self.training_defaults
+        )
         _check_batch_size(batch_size)
         source = self._examples(train_examples, "train_examples")
         validation_source = None
@@ -352,19 +335,19 @@ class TextClassifier:
             validation_source = self._examples(validation, "validation")
         if steps_per_epoch is None:
             steps_per_epoch = max(1, math.ceil(source.size / batch_size))
-        previous = self.model if checkpoint_dir is None else None
+        previous = self.model if options.get("checkpoint_dir") is None else None
 
         def make_dataset(per_replica, input_context, skip):
             return self._batches(
                 source, per_replica, True, None, input_context, drop_remainder=True, skip=skip
             )
 
-        callbacks = list(callbacks or [])
         if validation_source is not None:
             validation_data = self._batches(
                 validation_source, batch_size, False, 1, None, drop_remainder=False
             )
-            callbacks.insert(0, _ValidationCallback(validation_data))
+            callbacks = options.get("callbacks") or []
+            options["callbacks"] = [_ValidationCallback(validation_data), *callbacks]
         self.model, history = train(
             self.build_model,
             make_dataset,
@@ -372,19 +355,8 @@ class TextClassifier:
             batch_size=batch_size,
             epochs=epochs,
             steps_per_epoch=steps_per_epoch,
-            strategy=strategy,
-            checkpoint_dir=checkpoint_dir,
-            learning_rate=learning_rate,
-            warmup_steps=warmup_steps,
-            weight_decay=weight_decay,
-            clipnorm=clipnorm,
-            mixed_precision=mixed_precision,
-            jit_compile=jit_compile,
-            checkpoint_every=checkpoint_every,
-            log_dir=log_dir,
-            callbacks=callbacks,
-            verbose=verbose,
             model=previous,
+            **options,
         )
         return history
 
@@ -440,29 +412,14 @@ class TextClassifier:
     def save(self, directory):
         """Write the tokenizer, the pipeline's options and the fine-tuned model to
         `directory`."""
-        if self.model is None:
-            raise ValueError("The pipeline has no model yet: call fit() first.")
-        tf.io.gfile.makedirs(directory)
-        self.tokenizer.save(os.path.join(directory, "tokenizer"))
-        description = {"pipeline": type(self).__name__, **self._options()}
-        with tf.io.gfile.GFile(os.path.join(directory, PIPELINE_FILE), "w") as file:
-            json.dump(description, file, indent=2)
-        self.model.save(os.path.join(directory, "model.keras"))
+        save_pipeline(directory, self, self.model, self._options(), {"tokenizer": self.tokenizer})
 
     @classmethod
     def load(cls, directory):
         """A pipeline saved with `save`, with its fine-tuned model."""
-        path = os.path.join(directory, PIPELINE_FILE)
-        if not tf.io.gfile.exists(path):
-            raise ValueError(f"{directory!r} holds no saved pipeline ({PIPELINE_FILE} missing).")
-        with tf.io.gfile.GFile(path) as file:
-            description = json.load(file)
-        kind = description.pop("pipeline", None)
-        if kind != cls.__name__:
-            raise ValueError(f"{path} describes a {kind!r} pipeline, not a {cls.__name__}.")
-        tokenizer = WordPieceTokenizer.load(os.path.join(directory, "tokenizer"))
-        model = keras.models.load_model(os.path.join(directory, "model.keras"))
-        pipeline = cls(tokenizer, model.encoder, **description)
+        saved = SavedPipeline(directory, cls)
+        model = saved.model()
+        pipeline = cls(saved.tokenizer(), model.encoder, **saved.description)
         pipeline.model = model
         return pipeline
 

@@ -1,6 +1,7 @@
 """The training loop every pipeline shares: strategy, optimizer, resumable checkpoints, fit."""
 
 import contextlib
+import inspect
 import os
 
 import keras
@@ -93,18 +94,27 @@ def train(
         make_dataset: `(per_replica_batch_size, input_context, skip_batches) -> tf.data.Dataset`
             of `(features, labels)`, infinite, skipping the first `skip_batches` batches.
         run_config: JSON-serializable description of the model, checked on resume.
-        batch_size: global batch size, divided among the replicas.
+        batch_size: global batch size, divided among the replicas (must divide evenly).
         epochs, steps_per_epoch: `epochs * steps_per_epoch` steps in all.
-        strategy: None, "mirrored", "multi_worker" or a `tf.distribute.Strategy`.
-        checkpoint_dir: where to checkpoint; a run started again with the same arguments
-            continues from the latest checkpoint, and a finished run is not repeated.
-        learning_rate, warmup_steps, weight_decay, clipnorm: AdamW and its schedule;
-            `warmup_steps` defaults to 10% of the steps.
+
+    Training options (what a pipeline's `fit` takes as `**training_options`, see
+    `TRAINING_OPTIONS`; a pipeline may change a default, e.g. `learning_rate`):
+        strategy: None (one device), "mirrored", "multi_worker" (cluster from TF_CONFIG) or a
+            `tf.distribute.Strategy`.
+        checkpoint_dir: checkpoints and TensorBoard logs; the same run started again (after a
+            crash) continues from the latest checkpoint, and a finished run is not repeated.
+        learning_rate: peak learning rate of AdamW (linear warmup, then linear decay to 0).
+        warmup_steps: warmup of the schedule; defaults to 10% of all steps.
+        weight_decay: AdamW's decoupled weight decay (not on biases and LayerNorms).
+        clipnorm: global gradient-norm clipping.
         mixed_precision: None, "mixed_bfloat16" or "mixed_float16" (Keras adds loss scaling).
-        jit_compile: compile the train step with XLA.
+        jit_compile: XLA-compile the train step.
         checkpoint_every: also checkpoint every this many steps (else at epoch ends).
         log_dir: TensorBoard logs (defaults to `<checkpoint_dir>/logs`).
         callbacks: more Keras callbacks.
+        verbose: Keras' progress bar setting.
+
+    Set by the pipeline:
         model: an existing model to keep training (must have been built in `strategy`).
         seed: seeds Keras' global random state (weight initialization, dropout) first, so
             that the same seed gives the same training run.
@@ -198,3 +208,74 @@ def train(
         )
         history.extend(part)
     return model, history
+
+
+def one_pass_steps(steps, batch_size, what="the corpus"):
+    """`steps`, the full batches of `batch_size` in one pass over `what`, as the
+    `steps_per_epoch` of a `fit` given none.
+
+    Raises:
+        ValueError: when one pass gives no full batch (`steps` is 0).
+    """
+    if steps == 0:
+        raise ValueError(
+            f"One pass over {what} gives no full batch of {batch_size}: use a smaller "
+            "`batch_size` or give `steps_per_epoch`."
+        )
+    return steps
+
+
+# The keyword arguments of `train` that a pipeline's `fit` passes on from its caller, read from
+# `train`'s signature so that they are defined (and documented) once; the pipeline sets the
+# others itself.
+_SET_BY_PIPELINES = (
+    "run_config",
+    "batch_size",
+    "epochs",
+    "steps_per_epoch",
+    "model",
+    "seed",
+    "optimizer",
+)
+TRAINING_OPTIONS = tuple(
+    name
+    for name, parameter in inspect.signature(train).parameters.items()
+    if parameter.kind is parameter.KEYWORD_ONLY and name not in _SET_BY_PIPELINES
+)
+
+
+def check_training_options(caller, options, defaults=None, accepted=TRAINING_OPTIONS):
+    """The training options a pipeline's `fit` was given, checked, for `train(**...)`.
+
+    Args:
+        caller: the method's name for the error message, e.g. "BertPretraining.fit".
+        options: the `**training_options` the method received.
+        defaults: the pipeline's own defaults (e.g. `{"learning_rate": 3e-4}`), which the
+            given options override; the others keep `train`'s defaults.
+        accepted: the option names the pipeline takes (all of `TRAINING_OPTIONS` by default).
+
+    Returns:
+        A new dict, `{**defaults, **options}`.
+
+    Raises:
+        TypeError: for an option not in `accepted`, naming it and listing the accepted ones
+            (as Python does for an unexpected keyword argument), before any work starts.
+
+    Example:
+
+        >>> check_training_options("Pipe.fit", {"learning_rate": 0.1}, {"learning_rate": 3e-4})
+        {'learning_rate': 0.1}
+        >>> check_training_options("Pipe.fit", {"learnin_rate": 0.1})  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        TypeError: Pipe.fit() got an unknown training option 'learnin_rate'; the training ...
+    """
+    unknown = [name for name in options if name not in accepted]
+    if unknown:
+        names = ", ".join(repr(name) for name in unknown)
+        option = "option" if len(unknown) == 1 else "options"
+        raise TypeError(
+            f"{caller}() got an unknown training {option} {names}; the training options are "
+            f"{', '.join(accepted)}."
+        )
+    return {**(defaults or {}), **options}

@@ -3,6 +3,8 @@
 - `export_saved_model(base_dir, model, tokenizer, seq_len)`: `<base_dir>/<version>/`, written
   atomically, with the `serving_default`, `serve_text` and `serve_text_pair` signatures and
   warmup records.
+- `export_text_function(base_dir, module, function)`: a text-in signature (translation,
+  generation, word vectors) as `serving_default`, written the same way.
 - `lmpipe.serving.compat`: a fresh process that loads an export as TF Serving does (TF1 loader,
   `session.run` by tensor names, strict request dtypes), and replays its warmup records.
 - `lmpipe.serving.rest`: TF Serving's REST predict JSON (row and columnar) to arrays and back.
@@ -22,8 +24,10 @@ from lmpipe.serving.export import (
     SERVING_DEFAULT,
     ServingModule,
     export_saved_model,
+    saveable_variables,
 )
 from lmpipe.serving.rest import RestRequestError, outputs_to_rest, rest_to_inputs
+from lmpipe.serving.text_export import export_text_function
 from lmpipe.serving.warmup import read_warmup_requests
 
 __all__ = [
@@ -35,6 +39,7 @@ __all__ = [
     "ServingModule",
     "ServingProcess",
     "export_saved_model",
+    "export_text_function",
     "outputs_to_rest",
     "pack_texts",
     "read_signature_defs",
@@ -42,5 +47,6 @@ __all__ = [
     "replay_warmup",
     "rest_to_inputs",
     "run_tf1_loader",
+    "saveable_variables",
     "truncate_longest_first",
 ]

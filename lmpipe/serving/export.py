@@ -10,6 +10,9 @@
 - `serve_text_pair` (with `pairs=True`): `text` and `text_pair`, string `[batch]` each ->
   the same outputs for `[CLS] text [SEP] text_pair [SEP]`, the longer side cut first.
 
+With `layout="xlnet"` (XLNet encoders) the text signatures pack `text [SEP] [CLS]` and
+`text [SEP] text_pair [SEP] [CLS]` instead, `[CLS]` last with segment id 2.
+
 Text signatures pad to `seq_len`, not to the longest text of the batch, so a text gets the
 same output shapes whatever it is batched with (TF Serving's server-side batching joins
 requests and splits the outputs by rows only; padding per batch would give a request outputs
@@ -26,7 +29,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the tokenizer ops the signatures use)
 
-from lmpipe.datasets.packing import pack_texts
+from lmpipe.datasets.packing import LAYOUTS, pack_texts
 from lmpipe.serving import versions
 from lmpipe.serving.warmup import prediction_log, write_warmup_requests
 
@@ -51,6 +54,7 @@ def export_saved_model(
     outputs=None,
     pairs=True,
     warmup=True,
+    layout="bert",
 ):
     """Export `model` with `tokenizer` as `<base_dir>/<version>/`, a SavedModel for TF Serving.
 
@@ -83,6 +87,8 @@ def export_saved_model(
         pairs: also export `serve_text_pair` for sentence pairs.
         warmup: write `assets.extra/tf_serving_warmup_requests` with one request per
             signature; True uses a built-in sentence, or give a list of texts.
+        layout: how the text signatures pack: "bert" (`[CLS] A [SEP] (B [SEP])`) or "xlnet"
+            (`A [SEP] (B [SEP]) [CLS]`, segment id 2 for `[CLS]`).
 
     Returns:
         The path of the new version directory.
@@ -101,7 +107,7 @@ def export_saved_model(
     warmup_texts = _check_warmup(warmup)
     versions.check_not_exported(base_dir, version, overwrite)
 
-    module = ServingModule(model, tokenizer, seq_len, outputs=outputs, pairs=pairs)
+    module = ServingModule(model, tokenizer, seq_len, outputs=outputs, pairs=pairs, layout=layout)
     signatures = module.signatures()
     with versions.temporary_directory(base_dir) as temporary:
         with tempfile.TemporaryDirectory() as assets:
@@ -135,7 +141,7 @@ class ServingModule(tf.Module):
     is; `functions` gives them for calls in-process.
     """
 
-    def __init__(self, model, tokenizer, seq_len, outputs=None, pairs=True):
+    def __init__(self, model, tokenizer, seq_len, outputs=None, pairs=True, layout="bert"):
         super().__init__(name="lmpipe_serving")
         if not callable(model):
             raise ValueError(f"`model` must be a Keras model or callable, got {model!r}.")
@@ -150,9 +156,12 @@ class ServingModule(tf.Module):
                 f"`seq_len` must be an integer of at least {minimum} ([CLS], [SEP]"
                 f"{' and a second [SEP]' if pairs else ''}), got seq_len={seq_len!r}."
             )
+        if layout not in LAYOUTS:
+            raise ValueError(f"`layout` must be one of {LAYOUTS}, got layout={layout!r}.")
         self.tokenizer = tokenizer
         self.seq_len = seq_len
         self.pairs = pairs
+        self.layout = layout
         self.model_variables = saveable_variables(getattr(model, "variables", []))
         # A plain object, which tf.Module does not track: the model is not saved as an object.
         self._forward = _Forward(model, _check_outputs(outputs))
@@ -198,7 +207,7 @@ class ServingModule(tf.Module):
     def example_requests(self, texts):
         """`{signature name: inputs}` of one request per signature for a batch of `texts`."""
         texts = np.array([text.encode("utf-8") for text in texts], dtype=object)
-        packed = pack_texts(self.tokenizer, tf.constant(texts), self.seq_len)
+        packed = pack_texts(self.tokenizer, tf.constant(texts), self.seq_len, layout=self.layout)
         requests = {
             SERVING_DEFAULT: {name: tensor.numpy() for name, tensor in packed.items()},
             SERVE_TEXT: {"text": texts},
@@ -251,7 +260,7 @@ class ServingModule(tf.Module):
         return self._forward(features)
 
     def _serve_text(self, text):
-        return self._forward(pack_texts(self.tokenizer, text, self.seq_len))
+        return self._forward(pack_texts(self.tokenizer, text, self.seq_len, layout=self.layout))
 
     def _serve_text_pair(self, text, text_pair):
         check = tf.debugging.assert_equal(
@@ -259,7 +268,9 @@ class ServingModule(tf.Module):
         )
         with tf.control_dependencies([check] if check is not None else []):
             text_pair = tf.identity(text_pair)
-        return self._forward(pack_texts(self.tokenizer, text, self.seq_len, text_pair))
+        return self._forward(
+            pack_texts(self.tokenizer, text, self.seq_len, text_pair, layout=self.layout)
+        )
 
 
 class _Untracked:

@@ -1,0 +1,366 @@
+"""XLNet's permutation language-model targets, vectorized over a batch in graph code.
+
+For a `[B, S]` batch of packed examples, `PermutationLM` chooses the tokens to predict and a
+factorization order per example, and returns what an XLNet model needs: the query-stream
+attention mask `perm_mask [B, S, S]` and the prediction lists `target_mapping [B, P, S]`,
+`target_ids [B, P]`, `target_mask [B, P]`, plus `masked_tokens [B, S]`.
+
+Targets (partial prediction, XLNet section 2.3): spans of 1..`max_span` words, the length `n`
+drawn with `p(n) ~ 1/n`, laid out along the example's words as a renewal process: each span
+is followed by a gap of at least one word, uniform with mean `(mask_alpha - 1) n` words, so
+on average one word in `mask_alpha` (K in the paper) is a target. The layout starts well
+before the first word (a burn-in of several mean cycles) so that every word is a target with
+the same probability 1/K, and it counts only the words that may be predicted: special tokens
+and padding are skipped, never predicted, and a span may continue on the other side of a
+`[SEP]`. When a row has more than `max_predictions` target pieces, they are counted from a
+random position, wrapping around at the end, and the first `max_predictions` are kept, so
+no part of the row loses targets more often than another (XLNet's `_sample_mask` instead
+stops laying out spans at the budget, which favours the start of the sequence).
+
+Order: a random permutation inside each block of `perm_size` consecutive positions, blocks in
+their natural order (XLNet's `_local_perm`; XLNet applies one permutation to all blocks,
+here each block gets its own). Non-targets come first and form the context that every
+position sees; the targets follow in the permuted order. With `reuse_len = R` the first `R`
+positions (the part the next segment keeps as memory) come before all the others, and the
+order is sampled inside each part, as XLNet's `_convert_example` does.
+"""
+
+import numbers
+
+import numpy as np
+import tensorflow as tf
+
+_SPAN_LENGTHS, _GAPS, _BUDGET, _ORDER = 0, 1, 2, 3  # the random streams
+# Mean cycles (span plus gap) laid out before the first word, so that the first words are
+# targets as often as the others.
+_BURN_IN_CYCLES = 8
+MAX_SEQ_LEN = 2**14
+
+
+def _check_int(name, value, low):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise ValueError(f"`{name}` must be an integer >= {low}, got {name}={value!r}.")
+
+
+def _uniform(shape, seed, stream):
+    """Stateless float32 numbers in [0, 1) of one of the random streams; Philox named
+    explicitly so that every device draws the same numbers."""
+    stream_seed = tf.random.experimental.stateless_fold_in(seed, stream)
+    return tf.random.stateless_uniform(shape, stream_seed, alg="philox")
+
+
+def _uniform_ints(shape, seed, stream, maxval, dtype=tf.int32):
+    """Stateless integers in [0, maxval) of one of the random streams."""
+    stream_seed = tf.random.experimental.stateless_fold_in(seed, stream)
+    draw = tf.random.stateless_uniform(
+        shape, stream_seed, minval=0, maxval=maxval, dtype=tf.int32, alg="philox"
+    )
+    return tf.cast(draw, dtype)
+
+
+class PermutationLM:
+    """Choose XLNet's prediction targets and factorization order for a batch of examples.
+
+    A plain Python object, configured once and called on dense batches inside `tf.data.map`
+    or a `tf.function`. All randomness comes from stateless Philox ops keyed by the `seed`
+    argument: the same inputs and seed give the same outputs in any process.
+
+    The token ids are not changed. XLNet keeps the content stream's input intact (every
+    position reads its own token there) and feeds the query stream a learned mask embedding
+    at the target positions (`masked_tokens`), so no `[MASK]` id is written into the input.
+
+    Masks use lmpipe's polarity, 1 = may attend. `perm_mask[b, i, j] = 1` when position `i`
+    may attend to position `j` in the query stream:
+    - a target `i` sees the non-targets and the targets before it in the order, never itself;
+    - a non-target (special tokens and padding rows included) sees all non-targets, itself
+      included, and no target;
+    - with `reuse_len = R`: rows `< R` never see columns `>= R`, rows `>= R` see every real
+      column `< R` (targets there included);
+    - padding columns are 0.
+    The content stream's mask is `perm_mask` with the diagonal set to 1 at real tokens; the
+    model derives it.
+
+    Args:
+        seq_len: `S`, the length of the examples (at most 16384).
+        max_predictions: `P`, the length of the prediction lists; at most `P` targets per row.
+        special_ids: ids that are never targets (`[SEP]`, `[CLS]`, `[PAD]`, ...).
+        continuation_mask: optional bool `[vocabulary_size]`, True for pieces that continue a
+            word ("##ing"), so that spans count whole words; None counts tokens.
+        mask_alpha: `K`, one word in `K` is a target on average (a number >= 2; XLNet: 6).
+        max_span: longest span in words (XLNet: 5).
+        perm_size: length of the blocks permuted independently; must divide `seq_len` (and
+            `reuse_len`). None permutes the whole sequence (each part, with `reuse_len`).
+        reuse_len: `R`, the number of leading positions ordered before the rest (the memory
+            of the next segment), or None.
+
+    Call arguments:
+        token_ids: int `[B, S]` packed token ids.
+        padding_mask: int or bool `[B, S]`, 1 on real tokens.
+        seed: int `[2]` seed; fold in the batch index (and epoch and worker).
+        backward: optional bool `[B]`, True for rows whose text reads backward (XLNet's
+            bi-directional data); there a word's continuation pieces come before its first
+            piece. Only used with a `continuation_mask`.
+
+    Returns:
+        A dict: `perm_mask` float32 `[B, S, S]`; `target_mapping` float32 `[B, P, S]`, row
+        `m` one-hot at the `m`-th target position (ascending), zero rows after the last
+        target; `target_ids` int32 `[B, P]`, the token at each mapped position (0 on
+        padding slots); `target_mask` float32 `[B, P]`, 1 for real targets; `masked_tokens`
+        int32 `[B, S]`, 1 at target positions (where the query stream predicts).
+
+    Example:
+
+    >>> plm = PermutationLM(seq_len=8, max_predictions=3, special_ids=[0, 1, 2],
+    ...                     mask_alpha=2, max_span=1)
+    >>> token_ids = tf.constant([[10, 11, 12, 13, 2, 1, 0, 0]])
+    >>> padding_mask = tf.constant([[1, 1, 1, 1, 1, 1, 0, 0]])
+    >>> out = plm(token_ids, padding_mask, seed=tf.constant([3, 0]))
+    >>> out["perm_mask"].shape, out["target_mapping"].shape
+    (TensorShape([1, 8, 8]), TensorShape([1, 3, 8]))
+    >>> int(tf.reduce_sum(out["masked_tokens"]))  # K = 2, spans of one word: 2 of 4 words
+    2
+
+    Reference: Yang et al., "XLNet: Generalized Autoregressive Pretraining for Language
+    Understanding", 2019, sections 2.2-2.3 and `data_utils.py` (`_sample_mask`,
+    `_local_perm`).
+    """
+
+    def __init__(
+        self,
+        seq_len,
+        max_predictions,
+        special_ids,
+        *,
+        continuation_mask=None,
+        mask_alpha=6,
+        max_span=5,
+        perm_size=None,
+        reuse_len=None,
+    ):
+        _check_int("seq_len", seq_len, 1)
+        if seq_len > MAX_SEQ_LEN:
+            raise ValueError(
+                f"`seq_len` must be at most {MAX_SEQ_LEN} (the order keys are 64-bit), got "
+                f"seq_len={seq_len!r}."
+            )
+        _check_int("max_predictions", max_predictions, 1)
+        if max_predictions > seq_len:
+            raise ValueError(
+                f"`max_predictions` must be at most seq_len={seq_len} (one target per "
+                f"position), got max_predictions={max_predictions!r}."
+            )
+        if (
+            isinstance(mask_alpha, bool)
+            or not isinstance(mask_alpha, numbers.Real)
+            or not mask_alpha >= 2
+        ):
+            raise ValueError(
+                "`mask_alpha` must be a number >= 2 (one word in mask_alpha is predicted), "
+                f"got mask_alpha={mask_alpha!r}."
+            )
+        _check_int("max_span", max_span, 1)
+        if reuse_len is not None:
+            _check_int("reuse_len", reuse_len, 0)
+            if reuse_len >= seq_len:
+                raise ValueError(
+                    f"`reuse_len` must be smaller than seq_len={seq_len}, got "
+                    f"reuse_len={reuse_len!r}."
+                )
+        if perm_size is not None:
+            _check_int("perm_size", perm_size, 1)
+            if seq_len % perm_size:
+                raise ValueError(
+                    f"`perm_size` must divide seq_len={seq_len} (the order is permuted in "
+                    f"blocks of perm_size), got perm_size={perm_size!r}."
+                )
+            if reuse_len and reuse_len % perm_size:
+                raise ValueError(
+                    f"`perm_size` must divide reuse_len={reuse_len} (blocks never straddle "
+                    f"the memory boundary), got perm_size={perm_size!r}."
+                )
+        try:
+            specials = np.asarray(special_ids)
+        except ValueError:  # ragged nesting
+            specials = np.asarray(None)
+        if specials.ndim != 1 or not np.issubdtype(specials.dtype, np.integer):
+            raise ValueError(
+                f"`special_ids` must be a list of integer token ids, got {special_ids!r}."
+            )
+        if continuation_mask is not None:
+            continuation_mask = np.asarray(continuation_mask)
+            if continuation_mask.ndim != 1 or continuation_mask.dtype != bool:
+                raise ValueError(
+                    "`continuation_mask` must be a bool vector over the vocabulary, got dtype "
+                    f"{continuation_mask.dtype} and shape {continuation_mask.shape}."
+                )
+
+        self.seq_len = seq_len
+        self.max_predictions = max_predictions
+        self.special_ids = sorted({int(i) for i in specials})
+        self.continuation_mask = continuation_mask
+        self.mask_alpha = float(mask_alpha)
+        self.max_span = max_span
+        self.perm_size = perm_size
+        self.reuse_len = reuse_len
+
+        # Span length n in 1..max_span with p(n) ~ 1/n: 1 + the number of these thresholds
+        # (P(length <= n)) that a uniform draw reaches.
+        weights = 1.0 / np.arange(1, max_span + 1)
+        self._length_thresholds = (np.cumsum(weights)[:-1] / weights.sum()).tolist()
+        mean_cycle = self.mask_alpha * max_span / weights.sum()  # E[n + gap] = K E[n]
+        self._burn_in = int(np.ceil(_BURN_IN_CYCLES * mean_cycle))
+        # Every cycle covers at least 2 words (n >= 1, gap >= 1): enough slots for all words.
+        self._num_slots = (seq_len + self._burn_in) // 2 + 2
+        self._position_bits = max(int(seq_len - 1).bit_length(), 1)
+
+    def __call__(self, token_ids, padding_mask, seed, backward=None):
+        token_ids, real, seed, backward = self._check_call(token_ids, padding_mask, seed, backward)
+        maskable = real & tf.logical_not(self._is_special(token_ids))  # [B, S]
+        is_target = self._select_targets(token_ids, maskable, seed, backward)  # [B, S] bool
+        perm_mask = self._perm_mask(is_target, real, seed)
+        return {"perm_mask": perm_mask, **self._prediction_lists(token_ids, is_target)}
+
+    # Targets ----------------------------------------------------------------------------------
+
+    def _select_targets(self, token_ids, maskable, seed, backward):
+        """Spans of words laid out along each row, cut to the budget: [B, S] bool."""
+        batch_size = tf.shape(token_ids)[0]
+        word_start = self._word_starts(token_ids, maskable, backward)
+        word = tf.cumsum(tf.cast(word_start, tf.int32), axis=1) - 1  # [B, S] word of each piece
+
+        # The renewal process: slot k is a span of n_k words starting at word start_k, then a
+        # gap of g_k >= 1 words, uniform in [1, 2 (K - 1) n_k - 1] (mean (K - 1) n_k).
+        slots = tf.stack([batch_size, self._num_slots])
+        draw = _uniform(slots, seed, _SPAN_LENGTHS)
+        length = tf.ones_like(draw)
+        for threshold in self._length_thresholds:
+            length += tf.cast(draw >= threshold, tf.float32)  # [B, L]
+        gap = 1.0 + _uniform(slots, seed, _GAPS) * (2.0 * (self.mask_alpha - 1.0) * length - 2.0)
+        cycle_start = tf.cumsum(length + gap, axis=1, exclusive=True) - self._burn_in
+        # Rounding the start up keeps the gaps at least one word: spans never touch.
+        span_start = tf.cast(tf.math.ceil(cycle_start), tf.int32)  # [B, L], ascending
+        span_end = span_start + tf.cast(length, tf.int32)
+        slot = tf.searchsorted(span_start, word, side="right") - 1  # [B, S] last start <= word
+        in_span = maskable & (word < tf.gather(span_end, slot, batch_dims=1))
+        return in_span & self._within_budget(in_span, seed)
+
+    def _within_budget(self, in_span, seed):
+        """[B, S] bool: the pieces kept when at most `max_predictions` may be targets.
+
+        The target pieces are counted from a random position of the row, wrapping around at
+        the end, and the first `max_predictions` of them are kept; so no part of the row
+        loses its targets more often than another, and only the span where the count ends
+        (and one that wraps around) is shortened.
+        """
+        batch_size = tf.shape(in_span)[0]
+        counts = tf.cumsum(tf.cast(in_span, tf.int32), axis=1)  # [B, S] pieces up to here
+        total = counts[:, -1:]  # [B, 1]
+        start = _uniform_ints([batch_size, 1], seed, _BUDGET, self.seq_len)
+        before = tf.gather(tf.pad(counts, [[0, 0], [1, 0]]), start, batch_dims=1)  # [B, 1]
+        # 1-based place of each piece when counting from `start`.
+        place = tf.where(tf.range(self.seq_len)[None, :] >= start, counts, counts + total)
+        return place - before <= self.max_predictions
+
+    def _word_starts(self, token_ids, maskable, backward):
+        """[B, S] bool, True at the first piece (in the row's reading order) of each word."""
+        after_special = tf.pad(
+            tf.logical_not(maskable[:, :-1]), [[0, 0], [1, 0]], constant_values=True
+        )
+        if self.continuation_mask is None:
+            return maskable
+        continuation = tf.gather(tf.constant(self.continuation_mask), token_ids)
+        starts = tf.logical_not(continuation)
+        if backward is not None:
+            # Read backward, a word ends at its first piece: a piece starts a word when the
+            # piece before it (in the row) is not a continuation piece.
+            after_word = tf.pad(
+                tf.logical_not(continuation[:, :-1]), [[0, 0], [1, 0]], constant_values=True
+            )
+            starts = tf.where(backward[:, None], after_word, starts)
+        return maskable & (starts | after_special)
+
+    def _is_special(self, token_ids):
+        if not self.special_ids:
+            return tf.zeros_like(token_ids, tf.bool)
+        specials = tf.constant(self.special_ids, tf.int32)
+        flat = tf.reshape(token_ids, [-1])
+        index = tf.minimum(tf.searchsorted(specials, flat), len(self.special_ids) - 1)
+        return tf.reshape(tf.equal(tf.gather(specials, index), flat), tf.shape(token_ids))
+
+    # Order ------------------------------------------------------------------------------------
+
+    def _perm_mask(self, is_target, real, seed):
+        """The query-stream mask [B, S, S] from a sampled factorization order."""
+        batch_size = tf.shape(is_target)[0]
+        seq_len = self.seq_len
+        position = tf.range(seq_len, dtype=tf.int64)[None, :]  # [1, S]
+        # One int64 key per position, smaller = earlier in the order. From the high bits:
+        # the part (memory first), target or not (all non-targets of a part are equal: they
+        # form the context), then for targets the block, a random 31-bit number and the
+        # position, which makes the keys distinct and orders each block at random (ties of
+        # the random numbers, probability ~S^2 / 2^32 per block, fall back to position).
+        bits = self._position_bits
+        draw = _uniform_ints([batch_size, seq_len], seed, _ORDER, tf.int32.max, tf.int64)
+        block = position // (self.perm_size or seq_len)
+        target = tf.cast(is_target, tf.int64)
+        order = block * 2 ** (31 + bits) + draw * 2**bits + position
+        key = target * (2 ** (31 + 2 * bits) + order)  # [B, S]
+        if self.reuse_len:
+            key += tf.cast(position >= self.reuse_len, tf.int64) * 2 ** (32 + 2 * bits)
+        # i sees j when j comes strictly before i (targets) or not after i (non-targets);
+        # padding columns get a key nothing reaches. One comparison per entry.
+        column_key = tf.where(real, key, tf.int64.max)
+        sees = column_key[:, None, :] <= (key - target)[:, :, None]  # [B, S, S]
+        return tf.cast(sees, tf.float32)
+
+    # Outputs ----------------------------------------------------------------------------------
+
+    def _prediction_lists(self, token_ids, is_target):
+        batch_size, seq_len, num_slots = tf.shape(token_ids)[0], self.seq_len, self.max_predictions
+        target = tf.cast(is_target, tf.int32)
+        # The list slot of each target; everything else goes to a dump slot P.
+        slot = tf.where(is_target, tf.cumsum(target, axis=1, exclusive=True), num_slots)
+        rows = tf.broadcast_to(tf.range(batch_size)[:, None], tf.shape(slot))
+        positions = tf.scatter_nd(
+            tf.stack([rows, slot], axis=-1),
+            tf.broadcast_to(tf.range(seq_len), tf.shape(slot)),
+            tf.stack([batch_size, num_slots + 1]),
+        )[:, :num_slots]  # [B, P], each position lands once, so the sum is the position
+        count = tf.reduce_sum(target, axis=1)  # [B]
+        real = tf.range(num_slots)[None, :] < count[:, None]  # [B, P]
+        return {
+            # one_hot of -1 is a row of zeros.
+            "target_mapping": tf.one_hot(tf.where(real, positions, -1), seq_len),  # [B, P, S]
+            "target_ids": tf.gather(token_ids, positions, batch_dims=1) * tf.cast(real, tf.int32),
+            "target_mask": tf.cast(real, tf.float32),
+            "masked_tokens": target,
+        }
+
+    def _check_call(self, token_ids, padding_mask, seed, backward):
+        token_ids = tf.convert_to_tensor(token_ids)
+        if token_ids.shape.rank != 2 or not token_ids.dtype.is_integer:
+            raise ValueError(
+                "`token_ids` must be a dense integer tensor [batch, seq_len], got dtype "
+                f"{token_ids.dtype.name} and shape {token_ids.shape}."
+            )
+        if token_ids.shape[1] is not None and token_ids.shape[1] != self.seq_len:
+            raise ValueError(
+                f"`token_ids` must have seq_len={self.seq_len} columns, got shape "
+                f"{token_ids.shape}."
+            )
+        padding_mask = tf.convert_to_tensor(padding_mask)
+        if not padding_mask.shape.is_compatible_with(token_ids.shape):
+            raise ValueError(
+                f"`padding_mask` must have the shape of `token_ids` {token_ids.shape}, got "
+                f"{padding_mask.shape}."
+            )
+        seed = tf.convert_to_tensor(seed)
+        if not seed.dtype.is_integer or not seed.shape.is_compatible_with([2]):
+            raise ValueError(
+                f"`seed` must be an integer tensor of shape [2], got dtype {seed.dtype.name} "
+                f"and shape {seed.shape}."
+            )
+        if backward is not None:
+            backward = tf.cast(backward, tf.bool)
+        token_ids = tf.ensure_shape(tf.cast(token_ids, tf.int32), [None, self.seq_len])
+        return token_ids, tf.cast(padding_mask, tf.bool), tf.cast(seed, tf.int64), backward

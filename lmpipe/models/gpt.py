@@ -1,0 +1,289 @@
+"""GPT: configuration presets and the decoder-only causal language model, with a KV cache."""
+
+import dataclasses
+
+import keras
+from keras import ops
+
+from lmpipe.layers.initializers import bert_initializer
+from lmpipe.layers.transformer_decoder_block import TransformerDecoderBlock
+from lmpipe.models.trainable import FunctionalTrainableModel, global_sum
+
+
+@dataclasses.dataclass(frozen=True)
+class GptConfig:
+    """Sizes and hyper-parameters of a GPT decoder; validated on creation.
+
+    Presets: `tiny()` for tests, `small()` (= `base()`) with GPT-2 small's sizes (12 layers,
+    hidden 768, 12 heads, FFN 3072, 1024 positions: 124,439,808 parameters with its
+    50,257-token vocabulary and the tied head), `medium()` (GPT-2 medium, 24 layers, 1024).
+    Any field can be overridden: `GptConfig.small(vocabulary_size=30522)`.
+
+    Reference: Radford et al., "Language Models are Unsupervised Multitask Learners", 2019.
+    """
+
+    vocabulary_size: int = 50257
+    hidden_dim: int = 768
+    num_layers: int = 12
+    num_heads: int = 12
+    intermediate_dim: int = 3072
+    max_sequence_length: int = 1024
+    dropout: float = 0.1
+    activation: str = "gelu_approximate"
+    layer_norm_epsilon: float = 1e-5
+    initializer_range: float = 0.02
+
+    def __post_init__(self):
+        for name in (
+            "vocabulary_size",
+            "hidden_dim",
+            "num_layers",
+            "num_heads",
+            "intermediate_dim",
+            "max_sequence_length",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"`{name}` must be a positive integer, got {name}={value!r}.")
+        if self.hidden_dim % self.num_heads:
+            raise ValueError(
+                f"`hidden_dim` ({self.hidden_dim}) must be divisible by `num_heads` "
+                f"({self.num_heads})."
+            )
+        if not isinstance(self.dropout, (int, float)) or not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"`dropout` must be in [0, 1), got dropout={self.dropout!r}.")
+        for name in ("layer_norm_epsilon", "initializer_range"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ValueError(f"`{name}` must be a positive number, got {name}={value!r}.")
+
+    @classmethod
+    def tiny(cls, **overrides):
+        """2 layers, hidden 32, 2 heads, FFN 64, 128 positions: for tests and quick runs."""
+        sizes = dict(
+            hidden_dim=32, num_layers=2, num_heads=2, intermediate_dim=64, max_sequence_length=128
+        )
+        return cls(**{**sizes, **overrides})
+
+    @classmethod
+    def small(cls, **overrides):
+        """GPT-2 small: 12 layers, hidden 768, 12 heads, FFN 3072, 1024 positions (124M)."""
+        return cls(**overrides)
+
+    base = small
+
+    @classmethod
+    def medium(cls, **overrides):
+        """GPT-2 medium: 24 layers, hidden 1024, 16 heads, FFN 4096 (355M parameters)."""
+        sizes = dict(hidden_dim=1024, num_layers=24, num_heads=16, intermediate_dim=4096)
+        return cls(**{**sizes, **overrides})
+
+    def to_dict(self):
+        """The fields as a plain dict (JSON-serializable)."""
+        return dataclasses.asdict(self)
+
+
+def position_ids(padding_mask):
+    """Position of each token among the real tokens of its row: `cumsum(mask) - 1`, >= 0.
+
+    Counting real tokens rather than slots lets a left-padded prompt start at position 0, as
+    the same prompt alone would (see `lmpipe.models.generation`).
+    """
+    mask = ops.cast(padding_mask, "int32")
+    return ops.maximum(ops.cumsum(mask, axis=1) - 1, 0)  # [B, S]
+
+
+@keras.saving.register_keras_serializable(package="lmpipe")
+class GptCausalLM(FunctionalTrainableModel):
+    """A decoder-only Transformer language model (GPT-2's architecture) and its loss.
+
+        h_0 = W_e[token_ids] + W_p[positions]
+        h_l = TransformerDecoderBlock_l(h_{l-1})     # pre-LN, causal self-attention only
+        logits = LayerNorm(h_L) W_e^T                # the head is the token embedding (tied)
+
+    Inputs: a dict of int32 `[B, S]` `token_ids` and `padding_mask` (1 = real token). Output:
+    float32 logits `[B, S, V]`; `logits[:, t]` scores the token after position `t` and
+    depends on the tokens at positions `<= t` only. Positions count the real tokens of a row
+    (`position_ids`), so padding may be on either side.
+
+    Loss (`compute_loss`, with the labels of the causal LM contract `next_ids`, `weights`):
+    the weighted mean next-token cross-entropy, over the global batch under a distribution
+    strategy. Metrics: `next_token_loss`, `next_token_accuracy`.
+
+    Incremental decoding: `initial_cache(batch_size, max_length)` and `call_with_cache`
+    (see `lmpipe.models.generation.generate`).
+
+    Args:
+        config: a `GptConfig` (or its dict).
+
+    Example:
+
+    >>> model = GptCausalLM(GptConfig.tiny(vocabulary_size=100))
+    >>> ids = keras.ops.ones((2, 7), "int32")
+    >>> tuple(model({"token_ids": ids, "padding_mask": ids}).shape)
+    (2, 7, 100)
+
+    Reference: Radford et al., "Improving Language Understanding by Generative Pre-Training",
+    2018; "Language Models are Unsupervised Multitask Learners", 2019 (pre-LN, section 2.3).
+    """
+
+    def __init__(self, config=None, **kwargs):
+        if isinstance(config, dict):
+            config = GptConfig(**config)
+        config = config or GptConfig.small()
+        if not isinstance(config, GptConfig):
+            raise ValueError(f"`config` must be a GptConfig, got {config!r}.")
+        initializer = bert_initializer(config.initializer_range)
+        inputs = {
+            name: keras.Input(shape=(None,), dtype="int32", name=name)
+            for name in ("token_ids", "padding_mask")
+        }
+        token_embedding = keras.layers.ReversibleEmbedding(
+            config.vocabulary_size,
+            config.hidden_dim,
+            tie_weights=True,
+            embeddings_initializer=initializer,
+            name="token_embedding",
+        )
+        position_embedding = keras.layers.Embedding(
+            config.max_sequence_length,
+            config.hidden_dim,
+            embeddings_initializer=bert_initializer(config.initializer_range),
+            name="position_embedding",
+        )
+        embedding_dropout = keras.layers.Dropout(config.dropout, name="embedding_dropout")
+        blocks = [
+            TransformerDecoderBlock(
+                config.num_heads,
+                config.intermediate_dim,
+                dropout=config.dropout,
+                activation=config.activation,
+                normalize_first=True,
+                layer_norm_epsilon=config.layer_norm_epsilon,
+                kernel_initializer=bert_initializer(config.initializer_range),
+                name=f"block_{index}",
+            )
+            for index in range(config.num_layers)
+        ]
+        final_layer_norm = keras.layers.LayerNormalization(
+            epsilon=config.layer_norm_epsilon, name="final_layer_norm"
+        )
+
+        positions = position_ids(inputs["padding_mask"])
+        x = token_embedding(inputs["token_ids"]) + position_embedding(positions)  # [B, S, H]
+        x = embedding_dropout(x)
+        for block in blocks:
+            x = block(x, decoder_padding_mask=inputs["padding_mask"])
+        x = final_layer_norm(x)
+        logits = ops.cast(token_embedding(x, reverse=True), "float32")  # [B, S, V]
+        super().__init__(inputs=inputs, outputs=logits, **kwargs)
+
+        self.config = config
+        self.token_embedding = token_embedding
+        self.position_embedding = position_embedding
+        self.blocks = blocks
+        self.final_layer_norm = final_layer_norm
+        self.loss_tracker = keras.metrics.Mean(name="next_token_loss")
+        self.accuracy_tracker = keras.metrics.Mean(name="next_token_accuracy")
+
+    # Decoding ---------------------------------------------------------------------------------
+
+    def initial_cache(self, batch_size, max_length):
+        """Zeros `[batch_size, num_layers, 2, max_length, num_heads, head_dim]`: every block's
+        key/value cache, stacked so that one tensor carries them through a loop."""
+        config = self.config
+        head_dim = config.hidden_dim // config.num_heads
+        shape = (batch_size, config.num_layers, 2, max_length, config.num_heads, head_dim)
+        return ops.zeros(shape, dtype=self.compute_dtype)
+
+    def call_with_cache(self, token_ids, positions, cache_padding_mask, cache, cache_update_index):
+        """Logits of new tokens given the cached keys and values of the earlier ones.
+
+        Args:
+            token_ids: int32 `[B, T]`, the new tokens (the whole prompt, or one token).
+            positions: int32 `[B, T]`, their positions (see `position_ids`).
+            cache_padding_mask: `[B, max_length]`, 1 on cache slots holding real tokens (and
+                on the slots still to be filled by real tokens).
+            cache: from `initial_cache` or the previous call.
+            cache_update_index: the cache slot of `token_ids[:, 0]` (int or scalar tensor).
+
+        Returns:
+            `(logits, cache)`: float32 `[B, T, V]` and the updated cache.
+        """
+        x = self.token_embedding(token_ids) + self.position_embedding(positions)  # [B, T, H]
+        caches = []
+        for index, block in enumerate(self.blocks):
+            x, block_cache, _ = block(
+                x,
+                decoder_padding_mask=cache_padding_mask,
+                self_attention_cache=cache[:, index],
+                self_attention_cache_update_index=cache_update_index,
+                training=False,
+            )
+            caches.append(block_cache)
+        x = self.final_layer_norm(x)
+        logits = ops.cast(self.token_embedding(x, reverse=True), "float32")  # [B, T, V]
+        return logits, ops.stack(caches, axis=1)
+
+    # Training ---------------------------------------------------------------------------------
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        del x, sample_weight, training
+        return next_token_loss(
+            y["next_ids"], y["weights"], y_pred, self.loss_tracker, self.accuracy_tracker
+        )
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "name": self.name}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+
+def next_token_loss(targets, weights, logits, loss_tracker=None, accuracy_tracker=None):
+    """Weighted next-token cross-entropy, normalized by the global sum of `weights`.
+
+    Divided by the global count, the per-replica losses add up (as gradients are summed
+    across replicas) to the weighted mean over the global batch. The trackers, if given,
+    receive the local mean loss and accuracy weighted by the local count.
+
+    Args:
+        targets: int `[B, S]`.
+        weights: float `[B, S]`, 1 = a real prediction.
+        logits: float `[B, S, V]`.
+        loss_tracker, accuracy_tracker: optional `keras.metrics.Mean`.
+
+    Returns:
+        The scalar loss.
+    """
+    weights = ops.cast(weights, "float32")
+    per_token = keras.losses.sparse_categorical_crossentropy(
+        targets, logits, from_logits=True
+    )  # [B, S]
+    local_count = ops.sum(weights)
+    local_sum = ops.sum(per_token * weights)
+    loss = local_sum / ops.maximum(global_sum(local_count), 1.0)
+    if loss_tracker is not None:
+        loss_tracker.update_state(
+            local_sum / ops.maximum(local_count, 1.0), sample_weight=local_count
+        )
+    if accuracy_tracker is not None:
+        predicted = ops.cast(ops.argmax(logits, axis=-1), "int32")
+        correct = ops.cast(predicted == ops.cast(targets, "int32"), "float32")
+        accuracy_tracker.update_state(
+            ops.sum(correct * weights) / ops.maximum(local_count, 1.0), sample_weight=local_count
+        )
+    return loss
+
+
+def gpt(config=None):
+    """A GPT causal language model (`GptCausalLM`) for `config` (default: GPT-2 small).
+
+    Example:
+
+    >>> model = gpt(GptConfig.tiny(vocabulary_size=100))
+    >>> [layer.name for layer in model.blocks]
+    ['block_0', 'block_1']
+    """
+    return GptCausalLM(config)

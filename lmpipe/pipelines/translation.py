@@ -1,0 +1,616 @@
+"""`Translation`: train a Transformer or RNN encoder-decoder on parallel text, translate, serve."""
+
+import dataclasses
+import os
+
+import keras
+import tensorflow as tf
+
+from lmpipe.datasets.parallel_text import ParallelCorpus
+from lmpipe.datasets.seq2seq_examples import (
+    TARGET_TOKENS,
+    check_lengths,
+    seq2seq_examples,
+    target_token_ids,
+)
+from lmpipe.datasets.wordpiece import WordPieceTokenizer
+from lmpipe.models.decoding import beam_search, greedy_search
+from lmpipe.models.rnn_seq2seq import RnnSeq2SeqConfig
+from lmpipe.models.seq2seq_trainer import (
+    ARCHITECTURES,
+    Seq2SeqTrainer,
+    architecture_of,
+    config_from_dict,
+    config_to_dict,
+)
+from lmpipe.models.transformer import TransformerConfig
+from lmpipe.pipelines.saved_pipeline import SavedPipeline, save_pipeline
+from lmpipe.pipelines.schedules import TransformerSchedule
+from lmpipe.pipelines.training import (
+    TRAINING_OPTIONS,
+    check_training_options,
+    one_pass_steps,
+    train,
+)
+
+ATTENTION_SCORES = ("additive", "dot", "general")
+RNN_FORMS = ("plain", "context", "attention")
+LENGTH_PENALTIES = ("average", "gnmt", None)
+# The training options `Translation.fit` takes: its optimizers (`_optimizer`) have no weight
+# decay, and its models are not XLA-compiled.
+TRANSLATION_TRAINING_OPTIONS = tuple(
+    name for name in TRAINING_OPTIONS if name not in ("weight_decay", "jit_compile")
+)
+
+# Detokenized text has a space on both sides of punctuation ("hola , mundo !"): remove the one
+# before closing and after opening punctuation, as the text was most likely written.
+_SPACE_BEFORE = r" ([,.;:!?)\]}»”’])"
+_SPACE_AFTER = r"([(\[{«“¿¡]) "
+
+
+def transformer_adam(d_model, warmup_steps=4000, factor=1.0, clipnorm=None):
+    """Adam with beta_1 0.9, beta_2 0.98, epsilon 1e-9 and `TransformerSchedule` (the paper's)."""
+    return keras.optimizers.Adam(
+        learning_rate=TransformerSchedule(d_model, warmup_steps=warmup_steps, factor=factor),
+        beta_1=0.9,
+        beta_2=0.98,
+        epsilon=1e-9,
+        global_clipnorm=clipnorm,
+    )
+
+
+class Translation:
+    """Machine translation: tokenizers, an encoder-decoder, training, BLEU, beam search, export.
+
+    Pick the model with `arch` and, for recurrent models, `attention` and `form`:
+
+    - `arch="transformer"` (default): the Transformer (`TransformerConfig.base()` sizes unless
+      `model` is given), Adam (0.9, 0.98, 1e-9) with the paper's warmup and inverse-square-root
+      schedule, label smoothing 0.1.
+    - `arch="rnn"`: a GRU encoder-decoder (`RnnSeq2SeqConfig`), Adam with a constant learning
+      rate, no label smoothing. The decoder sees the source in one of three forms:
+      (c) with attention: `attention="additive"` (Bahdanau, the default), `"dot"` or
+      `"general"` (Luong); (b) `attention=None`: the encoder's summary initializes the decoder
+      and is fed at every step (Cho et al., `form="context"`, the default without attention);
+      (a) `attention=None, form="plain"`: the summary only initializes the decoder
+      (Sutskever et al.). `form="attention"` needs an `attention` score, and the plain and
+      context forms need `attention=None`.
+
+    A `model` config (a `TransformerConfig` or `RnnSeq2SeqConfig`) overrides `arch`,
+    `attention` and `form`; its vocabulary sizes are set from the tokenizers (and a
+    Transformer's `share_embeddings` is turned off for separate vocabularies).
+
+    Tokenizers: cased WordPiece (`lower_case=False` by default, so that translations keep case
+    and accents). Without tokenizers, the first `fit` trains them on its pairs: one shared
+    vocabulary of `vocab_size` for both languages (`shared_vocabulary=True`, as the paper's
+    shared BPE), or one per language. The target vocabulary gets the reserved tokens `[BOS]`
+    and `[EOS]`; a given target tokenizer without them is an error.
+
+    Args:
+        arch: "transformer" or "rnn".
+        attention: "additive", "dot", "general" or None (recurrent models only).
+        form: None (derived from `attention`), "plain", "context" or "attention".
+        model: a model config, or None for the architecture's default sizes.
+        source_tokenizer, target_tokenizer: `WordPieceTokenizer`s, or None to train them.
+        shared_vocabulary: train one vocabulary for both sides.
+        vocab_size: size of each trained vocabulary.
+        lower_case: train uncased vocabularies.
+        max_source_len: the most source tokens seen in training and translation.
+        max_target_len: the most decoder positions in training (target tokens + 1); the
+            default longest translation.
+        truncate: cut longer training sentences (counted in a warning) or raise.
+        label_smoothing: default 0.1 for the Transformer, 0 for RNNs.
+        seed: seed of weight initialization, dropout and the data order.
+
+    Example:
+
+        pairs = lmpipe.datasets.ParallelCorpus.bible()      # English -> Spanish
+        train_pairs, test_pairs = pairs.split(held_out=1000, seed=0)
+        pipe = Translation(arch="transformer", vocab_size=16000)
+        pipe.fit(train_pairs, batch_size=64, epochs=10)
+        pipe.evaluate(test_pairs)["bleu"]
+        pipe.translate(["In the beginning was the Word."])
+        pipe.export("serving/translation")
+
+    Reference: Vaswani et al., 2017; Sutskever et al., 2014; Cho et al., 2014;
+    Bahdanau et al., 2015; Luong et al., 2015.
+    """
+
+    def __init__(
+        self,
+        arch="transformer",
+        attention="additive",
+        form=None,
+        model=None,
+        source_tokenizer=None,
+        target_tokenizer=None,
+        shared_vocabulary=True,
+        vocab_size=8000,
+        lower_case=False,
+        max_source_len=128,
+        max_target_len=128,
+        truncate=True,
+        label_smoothing=None,
+        seed=0,
+    ):
+        if model is not None:
+            arch = architecture_of(model)
+        if arch not in ARCHITECTURES:
+            raise ValueError(f"`arch` must be one of {tuple(ARCHITECTURES)}, got arch={arch!r}.")
+        if model is None and arch == "rnn":
+            form = _rnn_form(attention, form)
+        elif model is None and form is not None:
+            raise ValueError(f"`form` applies to arch='rnn' only, got form={form!r}.")
+        for name, value, smallest in (
+            ("max_source_len", max_source_len, 1),
+            ("max_target_len", max_target_len, 2),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < smallest:
+                raise ValueError(f"`{name}` must be an integer >= {smallest}, got {value!r}.")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ValueError(f"`seed` must be an int, got seed={seed!r}.")
+        if not isinstance(shared_vocabulary, bool):
+            raise ValueError(
+                f"`shared_vocabulary` must be True or False, got {shared_vocabulary!r}."
+            )
+        if shared_vocabulary and target_tokenizer is None:
+            target_tokenizer = source_tokenizer
+        if shared_vocabulary and source_tokenizer is None:
+            source_tokenizer = target_tokenizer
+        if (source_tokenizer is None) != (target_tokenizer is None):
+            raise ValueError(
+                "Give both `source_tokenizer` and `target_tokenizer` (or neither, to train them "
+                "on the first fit)."
+            )
+        if target_tokenizer is not None:
+            target_token_ids(target_tokenizer)
+        self.arch = arch
+        self.attention = attention if arch == "rnn" and form == "attention" else None
+        self.form = form
+        self.model_config = model
+        self.source_tokenizer = source_tokenizer
+        self.target_tokenizer = target_tokenizer
+        self.shared_vocabulary = shared_vocabulary
+        self.vocab_size = vocab_size
+        self.lower_case = lower_case
+        self.max_source_len = max_source_len
+        self.max_target_len = max_target_len
+        self.truncate = truncate
+        self.label_smoothing = label_smoothing
+        self.seed = seed
+        self.model = None
+        self._translators = {}
+
+    # Tokenizers and model -------------------------------------------------------------------
+
+    def train_tokenizers(self, corpus):
+        """Learn the vocabularies from `corpus` (what the first `fit` does without tokenizers)."""
+        corpus = _as_corpus(corpus)
+        if self.shared_vocabulary:
+            tokenizer = WordPieceTokenizer.train(
+                list(corpus.sources) + list(corpus.targets),
+                vocab_size=self.vocab_size,
+                lower_case=self.lower_case,
+                reserved_tokens=TARGET_TOKENS,
+            )
+            self.source_tokenizer = self.target_tokenizer = tokenizer
+        else:
+            self.source_tokenizer = WordPieceTokenizer.train(
+                list(corpus.sources), vocab_size=self.vocab_size, lower_case=self.lower_case
+            )
+            self.target_tokenizer = WordPieceTokenizer.train(
+                list(corpus.targets),
+                vocab_size=self.vocab_size,
+                lower_case=self.lower_case,
+                reserved_tokens=TARGET_TOKENS,
+            )
+
+    def resolved_model_config(self):
+        """The model config used: `model` or the architecture's default, sized to the
+        tokenizers."""
+        if self.source_tokenizer is None:
+            raise ValueError("No tokenizers yet: call fit() or train_tokenizers() first.")
+        sizes = dict(
+            vocabulary_size=self.source_tokenizer.vocabulary_size,
+            target_vocabulary_size=self.target_tokenizer.vocabulary_size,
+        )
+        config = self.model_config
+        if config is None and self.arch == "transformer":
+            config = TransformerConfig.base(max_decode_length=self.max_target_len)
+        elif config is None:
+            attention = {"attention_score": self.attention} if self.attention else {}
+            config = RnnSeq2SeqConfig(form=self.form, **attention)
+        if isinstance(config, TransformerConfig):
+            shared = self.source_tokenizer is self.target_tokenizer
+            sizes["share_embeddings"] = config.share_embeddings and shared
+            sizes["max_decode_length"] = max(config.max_decode_length, self.max_target_len)
+        return dataclasses.replace(config, **sizes)
+
+    def build_model(self):
+        """A new, untrained `Seq2SeqTrainer` for the resolved model config."""
+        return Seq2SeqTrainer(self.resolved_model_config(), label_smoothing=self.label_smoothing)
+
+    @property
+    def bos_id(self):
+        """Id of `[BOS]` in the target vocabulary."""
+        return target_token_ids(self.target_tokenizer)[0]
+
+    @property
+    def eos_id(self):
+        """Id of `[EOS]` in the target vocabulary."""
+        return target_token_ids(self.target_tokenizer)[1]
+
+    # Data -----------------------------------------------------------------------------------
+
+    def dataset(self, pairs, batch_size, epochs=None, input_context=None, **options):
+        """Teacher-forcing batches of `pairs` (see `seq2seq_examples`; options pass through)."""
+        if self.source_tokenizer is None:
+            raise ValueError("No tokenizers yet: call fit() or train_tokenizers() first.")
+        return seq2seq_examples(
+            _as_corpus(pairs),
+            self.source_tokenizer,
+            self.target_tokenizer,
+            batch_size=batch_size,
+            max_source_len=self.max_source_len,
+            max_target_len=self.max_target_len,
+            seed=self.seed,
+            epochs=epochs,
+            input_context=input_context,
+            truncate=self.truncate,
+            **options,
+        )
+
+    # Training -------------------------------------------------------------------------------
+
+    def fit(
+        self,
+        pairs,
+        batch_size=64,
+        epochs=1,
+        steps_per_epoch=None,
+        bucket_boundaries=None,
+        **training_options,
+    ):
+        """Train on `pairs`; return the Keras `History`.
+
+        Args:
+            pairs: a `ParallelCorpus`, or a TSV file path (or list of paths) of
+                `source<TAB>target` lines.
+            batch_size: global batch size in sentence pairs.
+            epochs: number of epochs of `steps_per_epoch` steps.
+            steps_per_epoch: defaults to the batches of one pass over `pairs`.
+            bucket_boundaries: length buckets of the batches (see `seq2seq_examples`).
+            **training_options: the training options of `lmpipe.pipelines.training.train`
+                but `weight_decay` and `jit_compile`, with these for the optimizer:
+                `learning_rate`: the Transformer: the schedule's `factor` (default 1, the
+                paper); RNNs: Adam's constant learning rate (default 1e-3).
+                `warmup_steps`: the Transformer's warmup: 4000 (the paper), or 10% of the
+                steps for runs shorter than 40,000 steps.
+                `clipnorm`: global gradient-norm clipping (None: none; default 1.0).
+        """
+        options = check_training_options(
+            f"{type(self).__name__}.fit",
+            training_options,
+            accepted=TRANSLATION_TRAINING_OPTIONS,
+        )
+        corpus = _as_corpus(pairs)
+        if self.source_tokenizer is None:
+            self.train_tokenizers(corpus)
+        check_lengths(
+            corpus,
+            self.source_tokenizer,
+            self.target_tokenizer,
+            self.max_source_len,
+            self.max_target_len,
+            self.truncate,
+        )
+        batching = {"bucket_boundaries": bucket_boundaries, "check": False}
+        if steps_per_epoch is None:
+            one_pass = self.dataset(corpus, batch_size, epochs=1, **batching)
+            steps = int(one_pass.reduce(0, lambda count, _: count + 1).numpy())
+            steps_per_epoch = one_pass_steps(steps, batch_size, f"the {len(corpus)} pairs")
+        config = self.resolved_model_config()
+        optimizer = self._optimizer(
+            config,
+            options.pop("learning_rate", None),
+            options.pop("warmup_steps", None),
+            options.pop("clipnorm", 1.0),
+        )
+        previous = self.model if options.get("checkpoint_dir") is None else None
+
+        def make_dataset(per_replica, input_context, skip):
+            dataset = self.dataset(corpus, per_replica, input_context=input_context, **batching)
+            return dataset.skip(skip)
+
+        self.model, history = train(
+            self.build_model,
+            make_dataset,
+            run_config={"model": config_to_dict(config), **self._options()},
+            batch_size=batch_size,
+            epochs=epochs,
+            steps_per_epoch=steps_per_epoch,
+            model=previous,
+            seed=self.seed,
+            optimizer=optimizer,
+            **options,
+        )
+        self._translators = {}
+        return history
+
+    def _optimizer(self, config, learning_rate, warmup_steps, clipnorm):
+        """`(total_steps) -> optimizer`, built by `train` inside the strategy scope."""
+        if isinstance(config, TransformerConfig):
+
+            def transformer_optimizer(total_steps):
+                warmup = warmup_steps
+                if warmup is None:
+                    warmup = 4000 if total_steps >= 40000 else max(1, total_steps // 10)
+                return transformer_adam(
+                    config.hidden_dim,
+                    warmup_steps=warmup,
+                    factor=1.0 if learning_rate is None else learning_rate,
+                    clipnorm=clipnorm,
+                )
+
+            return transformer_optimizer
+
+        def rnn_optimizer(total_steps):
+            del total_steps
+            return keras.optimizers.Adam(
+                learning_rate=1e-3 if learning_rate is None else learning_rate,
+                global_clipnorm=clipnorm,
+            )
+
+        return rnn_optimizer
+
+    # Translation and evaluation -------------------------------------------------------------
+
+    def translation_function(self, beam_width=4, max_length=None, length_penalty="average"):
+        """The `tf.function` `text [N] -> {"translation": [N] strings}` that `translate` and
+        `export` run: tokenize, encode, beam search (greedy for `beam_width=1`), detokenize,
+        all in graph ops."""
+        self._require_model()
+        if isinstance(beam_width, bool) or not isinstance(beam_width, int) or beam_width < 1:
+            raise ValueError(f"`beam_width` must be a positive integer, got {beam_width!r}.")
+        if max_length is None:
+            max_length = self.max_target_len
+        if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
+            raise ValueError(f"`max_length` must be a positive integer, got {max_length!r}.")
+        if length_penalty not in LENGTH_PENALTIES:
+            raise ValueError(
+                f"`length_penalty` must be one of {LENGTH_PENALTIES}, got {length_penalty!r}."
+            )
+        key = (beam_width, max_length, length_penalty)
+        if key not in self._translators:
+            self._translators[key] = _translator(
+                self.model.seq2seq,
+                self.source_tokenizer,
+                self.target_tokenizer,
+                self.max_source_len,
+                beam_width=beam_width,
+                max_length=max_length,
+                length_penalty=length_penalty,
+            )
+        return self._translators[key]
+
+    def translate(self, texts, beam_width=4, max_length=None, batch_size=64):
+        """Translations of `texts` (a list of strings), as a list of strings.
+
+        Args:
+            texts: source sentences; longer ones are cut to `max_source_len` tokens.
+            beam_width: hypotheses kept by beam search; 1 is greedy search.
+            max_length: the most target tokens per translation (default `max_target_len`).
+            batch_size: sentences translated together.
+        """
+        if isinstance(texts, (str, bytes)):
+            raise ValueError("`texts` must be a list of strings, got a single string.")
+        texts = list(texts)
+        for index, value in enumerate(texts):
+            if not isinstance(value, str):
+                raise ValueError(f"`texts[{index}]` must be a string, got {value!r}.")
+        function = self.translation_function(beam_width, max_length)
+        results = []
+        for start in range(0, len(texts), batch_size):
+            batch = tf.constant(texts[start : start + batch_size], tf.string)
+            results.extend(t.decode("utf-8") for t in function(batch)["translation"].numpy())
+        return results
+
+    def evaluate(self, pairs, beam_width=4, max_length=None, batch_size=64, verbose=0):
+        """Corpus BLEU (sacrebleu) of the translations of `pairs`' sources against their
+        targets, and the teacher-forced `loss`, `nll` and `token_accuracy`, as a dict.
+
+        Returns:
+            `{"bleu", "loss", "nll", "token_accuracy", "translations"}`; `bleu` is sacrebleu's
+            `corpus_bleu(translations, [targets]).score` with its default 13a tokenization.
+        """
+        import sacrebleu
+
+        corpus = _as_corpus(pairs)
+        self._require_model()
+        dataset = self.dataset(
+            corpus, batch_size, epochs=1, shuffle=False, check=False, drop_remainder=False
+        )
+        metrics = self.model.evaluate(dataset, return_dict=True, verbose=verbose)
+        translations = self.translate(
+            corpus.sources, beam_width=beam_width, max_length=max_length, batch_size=batch_size
+        )
+        bleu = sacrebleu.corpus_bleu(translations, [list(corpus.targets)])
+        return {
+            "bleu": bleu.score,
+            "loss": float(metrics["loss"]),
+            "nll": float(metrics["nll"]),
+            "token_accuracy": float(metrics["token_accuracy"]),
+            "translations": translations,
+        }
+
+    # Save, load, export ---------------------------------------------------------------------
+
+    def _options(self):
+        return {
+            "arch": self.arch,
+            "attention": self.attention,
+            "form": self.form,
+            "shared_vocabulary": self.shared_vocabulary,
+            "vocab_size": self.vocab_size,
+            "lower_case": self.lower_case,
+            "max_source_len": self.max_source_len,
+            "max_target_len": self.max_target_len,
+            "truncate": self.truncate,
+            "label_smoothing": self.label_smoothing,
+            "seed": self.seed,
+        }
+
+    def save(self, directory):
+        """Write the tokenizer(s), the options and the trained model to `directory`."""
+        self._require_model()
+        shared = self.source_tokenizer is self.target_tokenizer
+        if shared:
+            tokenizers = {"tokenizer": self.source_tokenizer}
+        else:
+            tokenizers = {
+                "source_tokenizer": self.source_tokenizer,
+                "target_tokenizer": self.target_tokenizer,
+            }
+        description = {
+            "model": config_to_dict(self.model.model_config),
+            "label_smoothing": self.model.label_smoothing,
+            "tokenizers": "shared" if shared else "separate",
+            **{k: v for k, v in self._options().items() if k != "label_smoothing"},
+        }
+        save_pipeline(directory, self, self.model, description, tokenizers)
+
+    @classmethod
+    def load(cls, directory):
+        """A pipeline written by `save`, with its trained model."""
+        saved = SavedPipeline(directory, cls)
+        description = saved.description
+        config = config_from_dict(description.pop("model"))
+        if description.pop("tokenizers") == "shared":
+            source = target = saved.tokenizer()
+        else:
+            source = saved.tokenizer("source_tokenizer")
+            target = saved.tokenizer("target_tokenizer")
+        for name in ("arch", "attention", "form"):
+            description.pop(name)
+        pipeline = cls(
+            model=config, source_tokenizer=source, target_tokenizer=target, **description
+        )
+        pipeline.model = saved.model()
+        return pipeline
+
+    def export(
+        self,
+        base_dir,
+        version=None,
+        overwrite=False,
+        beam_width=4,
+        max_length=None,
+        warmup_texts=True,
+    ):
+        """Export a text-in, text-out SavedModel for TF Serving to `<base_dir>/<version>/`.
+
+        The `serving_default` signature takes `text` (string `[N]`) and returns `translation`
+        (string `[N]`): tokenization, beam search (greedy for `beam_width=1`) and
+        detokenization run in the graph (no XLA). Loading it needs only TensorFlow and
+        tensorflow_text. `warmup_texts` (True: a built-in sentence, a list, or False) become
+        TF Serving warmup requests. Returns the version directory.
+        """
+        from lmpipe.serving.text_export import export_text_function, saveable_variables
+
+        function = self.translation_function(beam_width, max_length)
+        # The variables as plain tf.Variables and the tokenizers' tables: everything the
+        # function reads, without the Keras model (which the TF1 loader cannot restore).
+        module = tf.Module()
+        module.model_variables = saveable_variables(self.model.seq2seq.variables)
+        module.source_tokenizer = self.source_tokenizer
+        module.target_tokenizer = self.target_tokenizer
+        return export_text_function(
+            base_dir,
+            module,
+            function,
+            version=version,
+            overwrite=overwrite,
+            warmup_texts=warmup_texts,
+        )
+
+    def _require_model(self):
+        if self.model is None:
+            raise ValueError("The pipeline has no model yet: call fit() or load() first.")
+
+
+def _rnn_form(attention, form):
+    if form is not None and form not in RNN_FORMS:
+        raise ValueError(f"`form` must be one of {RNN_FORMS} or None, got form={form!r}.")
+    if attention is not None and attention not in ATTENTION_SCORES:
+        raise ValueError(
+            f"`attention` must be one of {ATTENTION_SCORES} or None, got attention={attention!r}."
+        )
+    if form is None:
+        return "context" if attention is None else "attention"
+    if form == "attention" and attention is None:
+        raise ValueError(
+            '`form="attention"` needs an `attention` score: "additive", "dot" or "general".'
+        )
+    if form != "attention" and attention is not None:
+        raise ValueError(
+            f'`form="{form}"` has no attention: pass attention=None (got attention={attention!r}).'
+        )
+    return form
+
+
+def _as_corpus(pairs):
+    if isinstance(pairs, ParallelCorpus):
+        return pairs
+    if isinstance(pairs, (str, bytes, os.PathLike)) or (
+        isinstance(pairs, (list, tuple)) and pairs and isinstance(pairs[0], (str, os.PathLike))
+    ):
+        return ParallelCorpus.from_tsv(pairs)
+    raise ValueError(
+        "`pairs` must be a ParallelCorpus or the path(s) of a TSV file of source<TAB>target "
+        f"lines, got {type(pairs).__name__}."
+    )
+
+
+def _translator(
+    seq2seq,
+    source_tokenizer,
+    target_tokenizer,
+    max_source_len,
+    *,
+    beam_width,
+    max_length,
+    length_penalty,
+):
+    bos_id, eos_id = target_token_ids(target_tokenizer)
+    pad_id = target_tokenizer.pad_id
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def translate(text):
+        ids = source_tokenizer.tokenize(text)[:, :max_source_len]  # [N, (S)]
+        encoder_ids = ids.to_tensor(default_value=0)  # [N, S]
+        # At least one column, so that a batch of empty texts still has a shape to encode.
+        encoder_ids = tf.pad(
+            encoder_ids, [[0, 0], [0, tf.maximum(1 - tf.shape(encoder_ids)[1], 0)]]
+        )
+        width = tf.shape(encoder_ids)[1]
+        encoder_mask = tf.cast(tf.sequence_mask(ids.row_lengths(), width), tf.int32)
+        search = dict(bos_id=bos_id, eos_id=eos_id, max_length=max_length, pad_id=pad_id)
+        if beam_width == 1:
+            output, _ = greedy_search(seq2seq, encoder_ids, encoder_mask, **search)
+        else:
+            output, _ = beam_search(
+                seq2seq,
+                encoder_ids,
+                encoder_mask,
+                beam_width=beam_width,
+                length_penalty=length_penalty,
+                **search,
+            )
+        output = tf.where(output == eos_id, pad_id, output)  # [N, L]; [PAD] is never printed
+        words = target_tokenizer.detokenize(output)
+        words = tf.strings.regex_replace(words, _SPACE_BEFORE, r"\1")
+        words = tf.strings.regex_replace(words, _SPACE_AFTER, r"\1")
+        # An empty source has nothing to translate.
+        return {"translation": tf.where(ids.row_lengths() > 0, words, "")}
+
+    return translate

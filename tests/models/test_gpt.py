@@ -1,0 +1,232 @@
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from lmpipe.models.bert import count_parameters
+from lmpipe.models.generation import filter_logits, generate
+from lmpipe.models.gpt import GptCausalLM, GptConfig, gpt
+
+VOCAB = 61
+
+
+@pytest.fixture(scope="module")
+def model():
+    keras.utils.set_random_seed(7)
+    return gpt(GptConfig.tiny(vocabulary_size=VOCAB, dropout=0.0, max_sequence_length=40))
+
+
+def full_logits(model, ids):
+    ids = np.asarray([ids], np.int32)
+    return model({"token_ids": ids, "padding_mask": np.ones_like(ids)}).numpy()[0]
+
+
+PROMPTS = np.array([[5, 6, 7, 8, 9], [0, 0, 11, 12, 13], [14, 15, 16, 0, 0]], np.int32)
+MASKS = (PROMPTS > 0).astype(np.int32)
+
+
+def real_prompt(row):
+    return PROMPTS[row][MASKS[row] == 1].tolist()
+
+
+def test_perturbing_a_token_changes_no_logit_before_it(model):
+    rng = np.random.default_rng(0)
+    ids = rng.integers(5, VOCAB, (2, 12)).astype(np.int32)
+    mask = np.ones_like(ids)
+    mask[1, 10:] = 0
+    base = model({"token_ids": ids, "padding_mask": mask}).numpy()
+    for t in (0, 4, 9):
+        changed = ids.copy()
+        changed[:, t] = (changed[:, t] + 1 - 5) % (VOCAB - 5) + 5
+        logits = model({"token_ids": changed, "padding_mask": mask}).numpy()
+        np.testing.assert_allclose(logits[:, :t], base[:, :t], atol=1e-6)
+        assert np.abs(logits[:, t:] - base[:, t:]).max() > 1e-3
+
+
+def test_output_is_float32_logits_over_the_vocabulary(model):
+    ids = np.ones((3, 9), np.int32)
+    logits = model({"token_ids": ids, "padding_mask": ids})
+    assert logits.dtype == "float32" and tuple(logits.shape) == (3, 9, VOCAB)
+
+
+def test_cached_greedy_generation_equals_running_the_full_model_again(model):
+    out = generate(model, PROMPTS, MASKS, max_new_tokens=6, return_logits=True)
+    for row in range(len(PROMPTS)):
+        sequence = real_prompt(row)
+        for step in range(6):
+            logits = full_logits(model, sequence)[-1]
+            np.testing.assert_allclose(out["logits"][row, step], logits, atol=1e-4)
+            sequence.append(int(np.argmax(logits)))
+        assert out["token_ids"][row].numpy().tolist() == sequence[-6:]
+    assert np.all(out["padding_mask"].numpy() == 1)
+
+
+@pytest.mark.parametrize("strategy", ["top_k", "top_p"])
+def test_sampled_steps_see_the_logits_of_the_full_model(model, strategy):
+    out = generate(
+        model, PROMPTS, MASKS, max_new_tokens=5, strategy=strategy, k=5, seed=3, return_logits=True
+    )
+    for row in range(len(PROMPTS)):
+        sequence = real_prompt(row) + out["token_ids"][row].numpy().tolist()
+        logits = full_logits(model, sequence)
+        prompt_length = len(real_prompt(row))
+        np.testing.assert_allclose(
+            out["logits"][row], logits[prompt_length - 1 : prompt_length + 4], atol=1e-4
+        )
+
+
+MANY_PROMPTS, MANY_MASKS = np.tile(PROMPTS, (4, 1)), np.tile(MASKS, (4, 1))
+
+
+def test_top_k_never_emits_a_token_outside_the_k_best(model):
+    k = 3
+    out = generate(
+        model,
+        MANY_PROMPTS,
+        MANY_MASKS,
+        max_new_tokens=8,
+        strategy="top_k",
+        k=k,
+        temperature=3.0,
+        seed=1,
+        return_logits=True,
+    )
+    logits, tokens = out["logits"].numpy(), out["token_ids"].numpy()
+    ranks = (logits > np.take_along_axis(logits, tokens[..., None], -1)).sum(-1)
+    assert ranks.max() < k
+    # With a high temperature the sampler does use more than the best token.
+    assert (ranks > 0).any()
+
+
+def test_top_p_never_emits_a_token_outside_the_nucleus(model):
+    p = 0.5
+    out = generate(
+        model,
+        MANY_PROMPTS,
+        MANY_MASKS,
+        max_new_tokens=8,
+        strategy="top_p",
+        p=p,
+        temperature=4.0,
+        seed=1,
+        return_logits=True,
+    )
+    logits = out["logits"].numpy() / 4.0
+    tokens = out["token_ids"].numpy()
+    probabilities = np.exp(logits - logits.max(-1, keepdims=True))
+    probabilities /= probabilities.sum(-1, keepdims=True)
+    chosen = np.take_along_axis(probabilities, tokens[..., None], -1)
+    # The probability mass of strictly better tokens is below p for a nucleus token.
+    mass_before = np.where(probabilities > chosen, probabilities, 0.0).sum(-1)
+    assert mass_before.max() < p
+    assert (mass_before > 0).any()
+
+
+def test_filter_logits_keeps_exactly_the_nucleus():
+    logits = np.log(np.array([[0.5, 0.3, 0.15, 0.05]], np.float32))
+    kept = np.isfinite(filter_logits(logits, "top_p", p=0.8).numpy())
+    assert kept.tolist() == [[True, True, False, False]]
+    kept = np.isfinite(filter_logits(logits, "top_p", p=0.81).numpy())
+    assert kept.tolist() == [[True, True, True, False]]
+    kept = np.isfinite(filter_logits(logits, "top_k", k=1).numpy())
+    assert kept.tolist() == [[True, False, False, False]]
+
+
+def test_the_same_seed_gives_the_same_samples_and_another_seed_others(model):
+    def sample(seed):
+        out = generate(
+            model,
+            PROMPTS,
+            MASKS,
+            max_new_tokens=8,
+            strategy="top_k",
+            k=20,
+            temperature=5.0,
+            seed=seed,
+        )
+        return out["token_ids"].numpy()
+
+    np.testing.assert_array_equal(sample(11), sample(11))
+    assert not np.array_equal(sample(11), sample(12))
+
+
+def test_padding_side_does_not_change_the_generated_tokens(model):
+    left = generate(model, PROMPTS, MASKS, max_new_tokens=4)["token_ids"].numpy()
+    for row in range(len(PROMPTS)):
+        alone = generate(model, [real_prompt(row)], max_new_tokens=4)["token_ids"].numpy()
+        np.testing.assert_array_equal(left[row], alone[0])
+
+
+def test_generation_stops_each_row_at_eos(model):
+    first = generate(model, PROMPTS, MASKS, max_new_tokens=6)["token_ids"].numpy()
+    eos = int(first[0, 1])  # row 0 emits it at step 1 (or earlier)
+    out = generate(model, PROMPTS, MASKS, max_new_tokens=6, eos_id=eos, pad_id=0)
+    tokens, mask = out["token_ids"].numpy(), out["padding_mask"].numpy()
+    for row in range(len(PROMPTS)):
+        hits = np.nonzero(first[row] == eos)[0]
+        end = hits[0] + 1 if len(hits) else 6
+        assert mask[row].tolist() == [1] * end + [0] * (6 - end)
+        assert tokens[row, :end].tolist() == first[row, :end].tolist()
+        assert np.all(tokens[row, end:] == 0)
+
+
+def test_generation_runs_in_a_tf_function_with_unknown_shapes(model):
+    function = tf.function(
+        lambda ids, mask: generate(model, ids, mask, max_new_tokens=4, strategy="top_p", seed=2),
+        input_signature=[tf.TensorSpec([None, None], tf.int32)] * 2,
+        jit_compile=False,
+    )
+    eager = generate(model, PROMPTS, MASKS, max_new_tokens=4, strategy="top_p", seed=2)
+    traced = function(tf.constant(PROMPTS), tf.constant(MASKS))
+    np.testing.assert_array_equal(traced["token_ids"], eager["token_ids"])
+
+
+def test_save_and_load_keep_the_logits(model, tmp_path):
+    path = str(tmp_path / "gpt.keras")
+    model.save(path)
+    restored = keras.models.load_model(path)
+    assert isinstance(restored, GptCausalLM) and restored.config == model.config
+    ids = np.array([[5, 6, 7]], np.int32)
+    np.testing.assert_allclose(full_logits(restored, [5, 6, 7]), full_logits(model, [5, 6, 7]))
+    # The head is the token embedding itself, not a copy.
+    assert len(restored.token_embedding.weights) == 1
+    assert ids.shape == (1, 3)
+
+
+@pytest.mark.slow
+def test_gpt2_small_has_124_million_parameters():
+    assert GptConfig.small() == GptConfig.base()
+    model = gpt(GptConfig.small())
+    assert count_parameters(model) == 124_439_808
+
+
+def test_bad_generation_arguments_are_rejected_with_their_name(model):
+    def run(**overrides):
+        arguments = dict(max_new_tokens=3)
+        arguments.update(overrides)
+        return generate(model, PROMPTS, MASKS, **arguments)
+
+    for name, value in (
+        ("max_new_tokens", 0),
+        ("k", 0),
+        ("p", 0.0),
+        ("p", 1.5),
+        ("temperature", 0.0),
+        ("strategy", "beam"),
+        ("seed", None),
+    ):
+        with pytest.raises(ValueError, match=name):
+            run(**{"strategy": "top_p", name: value})
+    with pytest.raises(ValueError, match="prompt_mask"):
+        generate(model, PROMPTS, MASKS[:2], max_new_tokens=3)  # batch size mismatch
+    with pytest.raises(ValueError, match="max_sequence_length"):
+        generate(model, PROMPTS, MASKS, max_new_tokens=36)
+
+
+def test_bad_config_values_are_rejected_with_their_name():
+    with pytest.raises(ValueError, match="num_heads"):
+        GptConfig.tiny(hidden_dim=30, num_heads=4)
+    with pytest.raises(ValueError, match="num_layers"):
+        GptConfig.tiny(num_layers=0)
+    with pytest.raises(ValueError, match="dropout"):
+        GptConfig.tiny(dropout=1.0)

@@ -1,0 +1,91 @@
+import math
+
+import numpy as np
+import pytest
+
+from lmpipe.models.gpt import GptConfig
+from lmpipe.pipelines.gpt_pretraining import GptPretraining
+
+SEQ_LEN = 32
+
+
+def tiny_config(tokenizer, **overrides):
+    sizes = dict(vocabulary_size=tokenizer.vocabulary_size, dropout=0.0, max_sequence_length=64)
+    return GptConfig.tiny(**{**sizes, **overrides})
+
+
+@pytest.fixture(scope="module")
+def trained(comedies, bert_tokenizer):
+    pipe = GptPretraining(
+        bert_tokenizer, seq_len=SEQ_LEN, model=tiny_config(bert_tokenizer), seed=1
+    )
+    history = pipe.fit(
+        comedies, batch_size=16, epochs=3, steps_per_epoch=10, learning_rate=5e-3, verbose=0
+    )
+    return pipe, history
+
+
+@pytest.mark.slow
+def test_pretraining_on_real_text_lowers_the_loss(trained):
+    pipe, history = trained
+    losses = history.history["next_token_loss"]
+    # From about log(30522) = 10.3 at initialization to far lower within 30 steps.
+    assert losses[0] > losses[-1] + 1.0, losses
+    assert losses[-1] < 0.8 * math.log(pipe.tokenizer.vocabulary_size)
+
+
+@pytest.mark.slow
+def test_evaluate_reports_loss_and_its_perplexity(trained, comedies):
+    pipe, _ = trained
+    results = pipe.evaluate(comedies, batch_size=16, steps=3, verbose=0)
+    assert results["perplexity"] == pytest.approx(math.exp(results["next_token_loss"]))
+    assert results["perplexity"] < pipe.tokenizer.vocabulary_size / 4
+
+
+@pytest.mark.slow
+def test_generate_returns_text_and_the_export_serves_the_same_text(trained, tmp_path):
+    from lmpipe.serving.compat import ServingProcess
+
+    pipe, _ = trained
+    prompts = ["What say you, my lord", "I pray thee"]
+    texts = pipe.generate(prompts, max_new_tokens=8)
+    assert len(texts) == 2 and all(isinstance(t, str) and t for t in texts)
+    # Greedy text is what the model's greedy tokens detokenize to.
+    assert pipe.generate(prompts[:1], max_new_tokens=8) == texts[:1]
+    path = pipe.export(str(tmp_path / "gpt"), max_new_tokens=8)
+    with ServingProcess(path) as server:
+        inputs = server.signatures["serving_default"]["inputs"]
+        assert list(inputs) == ["text"]
+        served = server.predict(
+            "serving_default", {"text": np.array([p.encode() for p in prompts], dtype=object)}
+        )
+    assert [t.decode("utf-8") for t in served["text"].tolist()] == texts
+
+
+@pytest.mark.slow
+def test_save_and_load_generate_the_same_text(trained, tmp_path):
+    pipe, _ = trained
+    pipe.save(str(tmp_path / "saved"))
+    restored = GptPretraining.load(str(tmp_path / "saved"))
+    assert restored.model_config == pipe.model_config and restored.seq_len == SEQ_LEN
+    prompts = ["Good morrow"]
+    for strategy in ("greedy", "top_p"):
+        assert restored.generate(prompts, max_new_tokens=6, strategy=strategy) == pipe.generate(
+            prompts, max_new_tokens=6, strategy=strategy
+        )
+
+
+def test_bad_pipeline_arguments_are_rejected_with_their_name(bert_tokenizer, comedies):
+    with pytest.raises(ValueError, match="seq_len"):
+        GptPretraining(bert_tokenizer, seq_len=1, model=tiny_config(bert_tokenizer))
+    with pytest.raises(ValueError, match="max_sequence_length"):
+        GptPretraining(bert_tokenizer, seq_len=65, model=tiny_config(bert_tokenizer))
+    with pytest.raises(ValueError, match="vocabulary_size"):
+        GptPretraining(bert_tokenizer, seq_len=8, model=GptConfig.tiny(vocabulary_size=100))
+    pipe = GptPretraining(bert_tokenizer, seq_len=8, model=tiny_config(bert_tokenizer))
+    with pytest.raises(ValueError, match="batch_size"):
+        pipe.fit(comedies, batch_size=0, steps_per_epoch=1)
+    with pytest.raises(ValueError, match="no model yet"):
+        pipe.generate(["hello"])
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        pipe.generation_function(max_new_tokens=0)

@@ -1,0 +1,126 @@
+"""The training options every pipeline's `fit` passes to `train`: checked first, forwarded with
+the pipeline's defaults; and the saved-pipeline folder's checks."""
+
+import inspect
+import json
+
+import keras
+import pytest
+
+from lmpipe.datasets.wordpiece import WordPieceTokenizer
+from lmpipe.models.bert import BertConfig, bert
+from lmpipe.pipelines import gpt_pretraining, training
+from lmpipe.pipelines.bert_pretraining import AlbertPretraining, BertPretraining
+from lmpipe.pipelines.elmo_pretraining import ElmoPretraining
+from lmpipe.pipelines.gpt_pretraining import GptPretraining
+from lmpipe.pipelines.saved_pipeline import PIPELINE_FILE, SavedPipeline
+from lmpipe.pipelines.text_classifier import TextClassifier
+from lmpipe.pipelines.translation import Translation
+from lmpipe.pipelines.xlnet_pretraining import XLNetPretraining
+
+VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "to", "be", "or", "not", "."]
+
+
+class Untouchable:
+    """Training data that fails the test as soon as anything reads it."""
+
+    def __len__(self):
+        raise AssertionError("the data was read before the options were checked")
+
+    def __iter__(self):
+        raise AssertionError("the data was read before the options were checked")
+
+    def __getitem__(self, index):
+        raise AssertionError("the data was read before the options were checked")
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return WordPieceTokenizer(VOCABULARY)
+
+
+def pipelines(tokenizer):
+    keras.utils.set_random_seed(0)
+    encoder = bert(
+        BertConfig.tiny(
+            vocabulary_size=tokenizer.vocabulary_size,
+            hidden_dim=16,
+            num_heads=2,
+            intermediate_dim=32,
+            max_sequence_length=16,
+        )
+    )
+    return [
+        BertPretraining(tokenizer, seq_len=16),
+        AlbertPretraining(tokenizer, seq_len=16),
+        GptPretraining(tokenizer, seq_len=16),
+        ElmoPretraining(tokenizer, seq_len=16),
+        XLNetPretraining(tokenizer, seq_len=16),
+        TextClassifier(tokenizer, encoder, num_classes=2, seq_len=16),
+        Translation(),
+    ]
+
+
+def test_an_unknown_training_option_is_refused_by_name_before_any_data_is_read(tokenizer):
+    for pipe in pipelines(tokenizer):
+        name = type(pipe).__name__
+        with pytest.raises(TypeError) as error:
+            pipe.fit(Untouchable(), batch_size=2, steps_per_epoch=1, learnin_rate=1e-3)
+        message = str(error.value)
+        assert f"{name}.fit() got an unknown training option 'learnin_rate'" in message
+        assert "learning_rate" in message.split("the training options are")[1], message
+        assert pipe.model is None
+    # Translation has no weight decay: the option is refused rather than ignored.
+    with pytest.raises(TypeError, match="'weight_decay'; the training options are strategy"):
+        Translation().fit(Untouchable(), weight_decay=0.1)
+
+
+def test_training_options_are_trains_keyword_arguments_the_pipelines_do_not_set():
+    parameters = inspect.signature(training.train).parameters
+    for name in training.TRAINING_OPTIONS:
+        assert parameters[name].kind is inspect.Parameter.KEYWORD_ONLY
+        assert parameters[name].default is not inspect.Parameter.empty, name
+    assert {"strategy", "checkpoint_dir", "learning_rate", "verbose"} <= set(
+        training.TRAINING_OPTIONS
+    )
+    assert not {"run_config", "batch_size", "model", "seed", "optimizer"} & set(
+        training.TRAINING_OPTIONS
+    )
+
+
+def test_fit_forwards_the_options_over_the_pipelines_defaults(tokenizer, monkeypatch):
+    calls = []
+
+    def record(build_model, make_dataset, **arguments):
+        calls.append(arguments)
+        return "model", "history"
+
+    monkeypatch.setattr(gpt_pretraining, "train", record)
+    pipe = GptPretraining(tokenizer, seq_len=16, seed=5)
+    assert pipe.fit(Untouchable(), batch_size=2, steps_per_epoch=3, verbose=0) == "history"
+    pipe.model = None
+    pipe.fit(Untouchable(), batch_size=2, steps_per_epoch=3, learning_rate=0.5, clipnorm=None)
+    first, second = calls
+    # The pipeline's default learning rate (3e-4, not train's 1e-4), given options as given,
+    # and the rest left to `train`'s defaults.
+    assert first["learning_rate"] == 3e-4 and first["verbose"] == 0
+    assert "weight_decay" not in first and "clipnorm" not in first
+    assert second["learning_rate"] == 0.5 and second["clipnorm"] is None
+    for arguments in calls:
+        assert arguments["seed"] == 5 and arguments["steps_per_epoch"] == 3
+        assert arguments["batch_size"] == 2 and arguments["model"] is None
+
+
+def test_a_saved_pipeline_loads_only_into_its_own_class(tmp_path):
+    with pytest.raises(ValueError, match="holds no saved pipeline"):
+        SavedPipeline(str(tmp_path), GptPretraining)
+    (tmp_path / PIPELINE_FILE).write_text(json.dumps({"pipeline": "ElmoPretraining", "seed": 1}))
+    with pytest.raises(ValueError, match="describes a 'ElmoPretraining' pipeline, not a Gpt"):
+        GptPretraining.load(str(tmp_path))
+    assert SavedPipeline(str(tmp_path), ElmoPretraining).description == {"seed": 1}
+
+
+def test_a_pass_without_a_full_batch_is_refused_with_the_batch_size():
+    assert training.one_pass_steps(3, batch_size=8) == 3
+    with pytest.raises(ValueError, match="the 5 pairs gives no full batch of 8"):
+        training.one_pass_steps(0, batch_size=8, what="the 5 pairs")

@@ -1,0 +1,192 @@
+import pathlib
+
+import keras
+import numpy as np
+import pytest
+import sacrebleu
+
+from lmpipe.datasets.parallel_text import ParallelCorpus
+from lmpipe.datasets.seq2seq_examples import TARGET_TOKENS
+from lmpipe.datasets.wordpiece import SPECIAL_TOKENS, WordPieceTokenizer
+from lmpipe.models.rnn_seq2seq import RnnSeq2SeqConfig
+from lmpipe.models.seq2seq_trainer import Seq2SeqTrainer, label_smoothed_cross_entropy
+from lmpipe.models.transformer import TransformerConfig
+from lmpipe.pipelines.translation import Translation
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+MAX_LEN = 24
+
+
+@pytest.fixture(scope="module")
+def pairs(tmp_path_factory):
+    """Short verse pairs of Ruth and Jonah (English -> Spanish), written to a TSV file.
+
+    fixtures/ruth_jonah.tsv is `ParallelCorpus.bible(books=["Ruth", "Jonah"]).to_tsv(...)`
+    (World English Bible and Reina-Valera 1909, both public domain), kept in the repository so
+    the tests run where the Debian SWORD modules are not installed.
+    """
+    bible = ParallelCorpus.from_tsv(str(FIXTURES / "ruth_jonah.tsv"))
+    short = [(s, t) for s, t in bible if len(s.split()) <= 14 and len(t.split()) <= 14]
+    path = tmp_path_factory.mktemp("parallel") / "ruth_jonah.tsv"
+    ParallelCorpus.from_pairs(short).to_tsv(path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(pairs):
+    corpus = ParallelCorpus.from_tsv(pairs)
+    return WordPieceTokenizer.train(
+        list(corpus.sources) + list(corpus.targets),
+        vocab_size=250,
+        lower_case=False,
+        reserved_tokens=TARGET_TOKENS,
+    )
+
+
+TINY_TRANSFORMER = TransformerConfig.tiny(
+    hidden_dim=16,
+    num_heads=2,
+    intermediate_dim=32,
+    num_encoder_layers=1,
+    num_decoder_layers=1,
+    dropout=0.0,
+)
+
+
+def _rnn(**choices):
+    return dict(
+        model=RnnSeq2SeqConfig.tiny(embedding_dim=16, hidden_dim=16, dropout=0.0, **choices)
+    )
+
+
+def test_label_smoothing_matches_keras_categorical_cross_entropy():
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(2, 3, 7)).astype("float32")
+    targets = rng.integers(0, 7, size=(2, 3))
+    loss, nll = label_smoothed_cross_entropy(targets, logits, 0.1)
+    expected = keras.losses.categorical_crossentropy(
+        keras.ops.one_hot(targets, 7), logits, from_logits=True, label_smoothing=0.1
+    )
+    np.testing.assert_allclose(loss, expected, rtol=1e-5)
+    plain = keras.losses.sparse_categorical_crossentropy(targets, logits, from_logits=True)
+    np.testing.assert_allclose(nll, plain, rtol=1e-5)
+
+
+def test_trainer_loss_is_the_weighted_mean_over_real_tokens():
+    trainer = Seq2SeqTrainer(TINY_TRANSFORMER.__class__.tiny(vocabulary_size=30), 0.0)
+    logits = np.random.default_rng(1).normal(size=(2, 4, 30)).astype("float32")
+    targets = np.array([[3, 4, 5, 0], [6, 0, 0, 0]])
+    weights = np.array([[1, 1, 1, 0], [1, 0, 0, 0]], "float32")
+    loss = trainer.compute_loss(y={"target_ids": targets, "weights": weights}, y_pred=logits)
+    per_token = keras.losses.sparse_categorical_crossentropy(targets, logits, from_logits=True)
+    expected = float(np.sum(per_token * weights) / weights.sum())
+    np.testing.assert_allclose(float(loss), expected, rtol=1e-5)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(model=TINY_TRANSFORMER),
+        _rnn(form="attention", attention_score="additive"),
+        _rnn(form="attention", attention_score="dot"),
+        _rnn(form="attention", attention_score="general"),
+        _rnn(form="plain"),
+        _rnn(form="context", cell="lstm"),
+    ],
+    ids=["transformer", "additive", "dot", "general", "plain", "context-lstm"],
+)
+def test_training_on_bible_verses_lowers_the_loss(pairs, tokenizer, options):
+    is_transformer = isinstance(options["model"], TransformerConfig)
+    pipe = Translation(
+        source_tokenizer=tokenizer, max_source_len=MAX_LEN, max_target_len=MAX_LEN, **options
+    )
+    history = pipe.fit(
+        pairs,
+        batch_size=8,
+        epochs=3,
+        steps_per_epoch=4,
+        warmup_steps=4,
+        learning_rate=0.2 if is_transformer else 1e-2,
+        bucket_boundaries=[],
+        verbose=0,
+    )
+    losses = history.history["nll"]
+    assert np.all(np.isfinite(losses))
+    # The first epoch starts near ln(V) = 5.5; twelve steps learn the frequent tokens.
+    assert losses[-1] < losses[0] - 0.3, losses
+
+
+@pytest.fixture(scope="module")
+def trained(pairs, tokenizer):
+    pipe = Translation(
+        model=TINY_TRANSFORMER,
+        source_tokenizer=tokenizer,
+        max_source_len=MAX_LEN,
+        max_target_len=MAX_LEN,
+    )
+    pipe.fit(
+        pairs,
+        batch_size=8,
+        epochs=1,
+        steps_per_epoch=6,
+        warmup_steps=3,
+        learning_rate=0.2,
+        verbose=0,
+    )
+    return pipe
+
+
+@pytest.mark.slow
+def test_evaluate_bleu_is_sacrebleus_on_the_same_strings(trained, pairs):
+    corpus = ParallelCorpus.from_tsv(pairs)[:6]
+    result = trained.evaluate(corpus, beam_width=2, max_length=8)
+    assert result["translations"] == trained.translate(corpus.sources, beam_width=2, max_length=8)
+    expected = sacrebleu.corpus_bleu(result["translations"], [list(corpus.targets)]).score
+    assert result["bleu"] == pytest.approx(expected)
+    assert np.isfinite(result["loss"]) and 0.0 <= result["token_accuracy"] <= 1.0
+
+
+@pytest.mark.slow
+def test_save_and_load_translate_alike(trained, pairs, tmp_path):
+    sources = list(ParallelCorpus.from_tsv(pairs).sources[:3]) + [""]
+    expected = trained.translate(sources, beam_width=2, max_length=8)
+    assert expected[-1] == ""
+    trained.save(tmp_path / "pipe")
+    loaded = Translation.load(tmp_path / "pipe")
+    assert loaded.translate(sources, beam_width=2, max_length=8) == expected
+
+
+@pytest.mark.slow
+def test_export_serves_the_same_translations_through_the_tf1_loader(trained, pairs, tmp_path):
+    from lmpipe.serving.compat import ServingProcess
+
+    sources = list(ParallelCorpus.from_tsv(pairs).sources[:3])
+    expected = trained.translate(sources, beam_width=2, max_length=8)
+    path = trained.export(tmp_path / "serving", beam_width=2, max_length=8, warmup_texts=False)
+    with ServingProcess(path) as server:
+        assert "tensorflow_text" in server.modules and "lmpipe" not in server.modules
+        outputs = server.predict("serving_default", {"text": np.array(sources, dtype=object)})
+    assert [t.decode("utf-8") for t in outputs["translation"]] == expected
+
+
+def test_bad_arguments_are_rejected():
+    no_bos = WordPieceTokenizer([*SPECIAL_TOKENS, "[EOS]", "a"])
+    with pytest.raises(ValueError, match=r"lacks \[BOS\]"):
+        Translation(source_tokenizer=no_bos)
+    with pytest.raises(ValueError, match="arch"):
+        Translation(arch="lstm")
+    with pytest.raises(ValueError, match="needs an `attention` score"):
+        Translation(arch="rnn", attention=None, form="attention")
+    with pytest.raises(ValueError, match="pass attention=None"):
+        Translation(arch="rnn", form="plain")
+    assert Translation(arch="rnn", attention=None).form == "context"
+    assert Translation(arch="rnn", attention=None, form="plain").form == "plain"
+    with pytest.raises(ValueError, match="no model yet"):
+        Translation().translate(["hello"])
+
+
+@pytest.mark.slow
+def test_translate_rejects_a_bad_beam_width(trained):
+    with pytest.raises(ValueError, match="beam_width"):
+        trained.translate(["hello"], beam_width=0)

@@ -1,0 +1,151 @@
+"""XLNetPretraining: fit with memory on real text, the replica split of streams, export, errors."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from lmpipe.datasets import WordPieceTokenizer
+from lmpipe.models import XLNetConfig
+from lmpipe.pipelines import XLNetPretraining
+from lmpipe.serving import ServingProcess
+
+SEQ_LEN = 32
+REUSE_LEN = 16
+
+
+def tiny_config(tokenizer):
+    return XLNetConfig.tiny(
+        vocabulary_size=tokenizer.vocabulary_size,
+        hidden_dim=32,
+        num_heads=2,
+        intermediate_dim=64,
+        dropout=0.0,
+        attention_dropout=0.0,
+    )
+
+
+@pytest.fixture(scope="module")
+def trained(comedies, bert_tokenizer):
+    """A tiny XLNet trained with memory on Shakespeare's comedies, and its first losses."""
+    pipe = XLNetPretraining(
+        bert_tokenizer,
+        seq_len=SEQ_LEN,
+        reuse_len=REUSE_LEN,
+        seed=5,
+        model=tiny_config(bert_tokenizer),
+    )
+    history = pipe.fit(
+        comedies, batch_size=8, epochs=3, steps_per_epoch=20, learning_rate=3e-3, verbose=0
+    )
+    return pipe, history
+
+
+@pytest.mark.slow
+def test_short_run_with_memory_lowers_the_loss(trained):
+    pipe, history = trained
+    losses = history.history["plm_loss"]
+    assert len(losses) == 3 and all(np.isfinite(losses))
+    assert losses[-1] < losses[0] - 0.5
+    assert pipe.model.memory is not None
+    memory, memory_mask = pipe.model.memory
+    assert memory.shape == (8, 2, REUSE_LEN, 32)
+    assert memory_mask.numpy().sum() > 0  # the last batch left its first R states
+
+
+@pytest.mark.slow
+def test_evaluate_leaves_no_memory_behind(trained, comedies):
+    pipe, _ = trained
+    metrics = pipe.evaluate(comedies, steps=2, verbose=0)
+    assert np.isfinite(metrics["plm_loss"])
+    _, memory_mask = pipe.model.memory
+    assert memory_mask.numpy().sum() == 0
+    with pytest.raises(ValueError, match="batches of 8 streams"):
+        pipe.evaluate(comedies, batch_size=4, steps=1)
+
+
+def test_each_replica_always_gets_the_same_streams(comedies, bert_tokenizer):
+    pipe = XLNetPretraining(bert_tokenizer, seq_len=SEQ_LEN, reuse_len=REUSE_LEN, seed=2)
+    context = tf.distribute.InputContext(num_input_pipelines=1, num_replicas_in_sync=2)
+    split = [f for f, _ in pipe._replica_batches(comedies, 3, context).take(6)]
+    whole = [f for f, _ in pipe.dataset(comedies, 6).take(3)]
+    for step, features in enumerate(whole):
+        for replica in range(2):  # element 2 * step + replica goes to `replica`
+            np.testing.assert_array_equal(
+                split[2 * step + replica]["token_ids"],
+                features["token_ids"][3 * replica : 3 * replica + 3],
+            )
+    # So a replica's row r continues the text of its row r one step before: the reused
+    # part of the next example follows the reused part of this one in the stream.
+    for replica in range(2):
+        this, after = split[replica]["token_ids"].numpy(), split[2 + replica]["token_ids"]
+        assert not np.array_equal(this[:, :REUSE_LEN], after.numpy()[:, :REUSE_LEN])
+
+
+@pytest.mark.slow
+def test_export_serves_the_content_stream_with_cls_last(trained, tmp_path, bert_tokenizer):
+    pipe, _ = trained
+    path = pipe.export(str(tmp_path / "xlnet"))
+    texts = np.array([b"Now, fair Hippolyta, our nuptial hour", b"Draws on apace."], object)
+    with ServingProcess(path) as server:
+        served = server.predict("serve_text", {"text": texts})
+        pair = server.predict("serve_text_pair", {"text": texts[:1], "text_pair": texts[1:]})
+    pieces = bert_tokenizer.tokenize(tf.constant(texts)).to_list()
+    token_ids = np.zeros([2, SEQ_LEN], np.int32)
+    segment_ids = np.zeros([2, SEQ_LEN], np.int32)
+    for row, ids in enumerate(pieces):  # text [SEP] [CLS], then padding
+        packed = ids + [bert_tokenizer.sep_id, bert_tokenizer.cls_id]
+        token_ids[row, : len(packed)] = packed
+        segment_ids[row, len(packed) - 1] = 2
+    expected = pipe.encoder(
+        {
+            "token_ids": token_ids,
+            "segment_ids": segment_ids,
+            "padding_mask": (token_ids != bert_tokenizer.pad_id).astype(np.int32),
+        }
+    )
+    np.testing.assert_allclose(
+        served["sequence_output"], expected["sequence_output"], atol=1e-5, rtol=1e-4
+    )
+    np.testing.assert_allclose(served["pooled_output"], expected["pooled_output"], atol=1e-5)
+    assert pair["sequence_output"].shape == (1, SEQ_LEN, 32)
+
+
+@pytest.mark.slow
+def test_save_and_load_keep_the_weights(trained, tmp_path):
+    pipe, _ = trained
+    pipe.save(str(tmp_path / "pipeline"))
+    loaded = XLNetPretraining.load(str(tmp_path / "pipeline"))
+    assert loaded.options == pipe.options and loaded.batch_size == 8
+    inputs = {
+        "token_ids": np.array([[10, 11, 12, 102, 101]], np.int32),
+        "segment_ids": np.array([[0, 0, 0, 0, 2]], np.int32),
+        "padding_mask": np.ones([1, 5], np.int32),
+    }
+    np.testing.assert_allclose(
+        loaded.encoder(inputs)["sequence_output"], pipe.encoder(inputs)["sequence_output"]
+    )
+
+
+def test_memory_needs_the_stream_layout(bert_tokenizer):
+    with pytest.raises(ValueError, match="needs `reuse_len`"):
+        XLNetPretraining(bert_tokenizer, seq_len=SEQ_LEN, mem_len=8)
+
+
+def test_odd_batch_with_bidirectional_data_is_refused_before_training(comedies, bert_tokenizer):
+    pipe = XLNetPretraining(
+        bert_tokenizer, seq_len=SEQ_LEN, reuse_len=REUSE_LEN, bidirectional=True
+    )
+    with pytest.raises(ValueError, match="`batch_size` must be even"):
+        pipe.fit(comedies, batch_size=3, steps_per_epoch=1, verbose=0)
+
+
+def test_vocabulary_without_mask_is_refused_before_any_pipeline(bert_tokenizer):
+    # XLNet needs [SEP], [CLS] and [MASK] as <sep>, <cls>, <mask>; a WordPiece vocabulary
+    # without one of them is refused when the tokenizer is made, naming it.
+    with pytest.raises(ValueError, match=r"lacks the special token\(s\) \[MASK\]"):
+        WordPieceTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "b"])
+
+
+def test_perm_size_must_divide_seq_len(bert_tokenizer):
+    with pytest.raises(ValueError, match="`perm_size` must divide"):
+        XLNetPretraining(bert_tokenizer, seq_len=SEQ_LEN, perm_size=5)
