@@ -11,6 +11,8 @@ from lmpipe.datasets.sentence_pairs import pair_spans
 from lmpipe.datasets.sentences import split_sentences
 from lmpipe.datasets.seq2seq_examples import seq2seq_examples
 from lmpipe.datasets.shuffling import by_epoch, window_shuffle
+from lmpipe.datasets.skipgram import Vocabulary as Word2VecVocabulary
+from lmpipe.datasets.skipgram import split_words, word2vec_examples
 from lmpipe.datasets.tokenized_corpus import TokenizedCorpus, write_tokenized_corpus
 from lmpipe.datasets.wordpiece import WordPieceTokenizer
 from lmpipe.datasets.xlnet_examples import xlnet_examples
@@ -24,6 +26,7 @@ __all__ = [
     "TextCorpus",
     "TokenizedCorpus",
     "WordPieceTokenizer",
+    "Word2VecVocabulary",
     "bert_examples",
     "by_epoch",
     "causal_lm_examples",
@@ -31,7 +34,9 @@ __all__ = [
     "shakespeare_genres",
     "seq2seq_examples",
     "split_sentences",
+    "split_words",
     "window_shuffle",
+    "word2vec_examples",
     "write_tokenized_corpus",
     "xlnet_examples",
 ]

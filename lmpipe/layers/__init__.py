@@ -19,6 +19,7 @@ from lmpipe.layers.token_classification_head import TokenClassificationHead
 from lmpipe.layers.transformer_decoder_block import TransformerDecoderBlock
 from lmpipe.layers.transformer_encoder_block import TransformerEncoderBlock
 from lmpipe.layers.two_stream_relative_attention import TwoStreamRelativeAttention
+from lmpipe.layers.word2vec_embedding import Word2VecEmbedding
 
 __all__ = [
     "BertEmbedding",
@@ -39,5 +40,6 @@ __all__ = [
     "TransformerDecoderBlock",
     "TransformerEncoderBlock",
     "TwoStreamRelativeAttention",
+    "Word2VecEmbedding",
     "attention_mask",
 ]

@@ -11,6 +11,7 @@ from lmpipe.models.rnn_seq2seq import RnnSeq2Seq, RnnSeq2SeqConfig, rnn_seq2seq
 from lmpipe.models.seq2seq_trainer import Seq2SeqTrainer, label_smoothed_cross_entropy
 from lmpipe.models.sequence_classifier import SequenceClassifier
 from lmpipe.models.transformer import TransformerConfig, TransformerSeq2Seq, transformer
+from lmpipe.models.word2vec import Word2VecModel, negative_sampling_loss, sparse_sgd_step
 from lmpipe.models.xlnet import XLNetConfig, xlnet, xlnet_content_stream
 from lmpipe.models.xlnet_pretrainer import XLNetPretrainer
 
@@ -28,6 +29,7 @@ __all__ = [
     "SequenceClassifier",
     "TransformerConfig",
     "TransformerSeq2Seq",
+    "Word2VecModel",
     "XLNetConfig",
     "XLNetPretrainer",
     "albert",
@@ -40,7 +42,9 @@ __all__ = [
     "gpt",
     "greedy_search",
     "label_smoothed_cross_entropy",
+    "negative_sampling_loss",
     "rnn_seq2seq",
+    "sparse_sgd_step",
     "transformer",
     "xlnet",
     "xlnet_content_stream",

@@ -7,6 +7,7 @@ from lmpipe.pipelines.gpt_pretraining import GptPretraining
 from lmpipe.pipelines.schedules import TransformerSchedule, WarmupLinearDecay
 from lmpipe.pipelines.text_classifier import TextClassifier
 from lmpipe.pipelines.translation import Translation
+from lmpipe.pipelines.word2vec import Word2Vec
 from lmpipe.pipelines.xlnet_pretraining import XLNetPretraining
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "TransformerSchedule",
     "Translation",
     "WarmupLinearDecay",
+    "Word2Vec",
     "XLNetPretraining",
     "distribution_strategy",
 ]

@@ -1,0 +1,483 @@
+"""word2vec: vocabulary, training, word vectors, evaluation, export, in one object.
+
+Training uses its own loop rather than `lmpipe.pipelines.training.train` (even with its
+`optimizer=` argument), for two reasons. The update is not a Keras optimizer's: each row's
+learning rate is corrected for how many examples of the batch use it
+(`lmpipe.models.word2vec.sparse_sgd_step`), which is what lets batches of thousands of
+examples train like the reference implementation's example-by-example SGD. And it is faster:
+word2vec's steps are tiny (a gather, dot products and a scatter per example); autodiff, Keras'
+per-step machinery and an optimizer over `IndexedSlices` made the first version of this
+pipeline run at about 1/20 of gensim's speed. Here a whole epoch is one `tf.function` call
+iterating the dataset in the graph, and each step is a hand-written, XLA-compiled update of
+fixed-size batches that touches only the rows the batch uses. It runs under any
+`tf.distribute` strategy (without XLA there). The learning rate decays linearly from `alpha`
+to `min_alpha` by the words processed, as the reference implementation does.
+"""
+
+import io
+import json
+import os
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from lmpipe.datasets.skipgram import (
+    Vocabulary,
+    as_corpus,
+    check_word2vec_options,
+    normalize_words,
+    sentence_word_ids,
+    word2vec_examples,
+)
+from lmpipe.datasets.word_similarity import (
+    SIMLEX999,
+    analogy_accuracy,
+    gensim_test_data,
+    read_analogies,
+    read_word_pairs,
+    similarity_correlation,
+    unit_vectors,
+)
+from lmpipe.models.word2vec import Word2VecModel
+from lmpipe.pipelines.distribution import distributed_dataset, distribution_strategy, is_chief
+from lmpipe.serving.text_export import export_text_function
+
+PIPELINE_FILE = "word2vec.json"
+VOCABULARY_FILE = "vocabulary.tsv"
+VECTORS_FILE = "vectors.npz"
+DEFAULT_BATCH_SIZES = {"skipgram": 4096, "cbow": 1024}
+
+
+class Word2Vec:
+    """word2vec word vectors (skip-gram or CBOW, negative sampling), trained in TensorFlow.
+
+    Words are the lowercased runs of letters, digits and inner apostrophes of each sentence
+    (`lmpipe.datasets.skipgram.split_words`); see `lmpipe.datasets.skipgram` for the
+    vocabulary, subsampling, dynamic windows and negative sampling, which follow the reference
+    implementation (word2vec.c, as gensim implements it) and run in tf.data graph code.
+
+    Args:
+        method: "skipgram" (the center word predicts each context word) or "cbow" (the mean
+            of the context vectors predicts the center word).
+        vector_size: dimension of the vectors.
+        window: largest distance between a center and a context word; each center draws its
+            window uniformly from 1..window.
+        negative: noise words per example.
+        min_count: words occurring fewer times are ignored.
+        sample: subsampling threshold t of frequent words (0 disables it).
+        alpha, min_alpha: the learning rate decays linearly from `alpha` to `min_alpha`
+            over the run, by words processed.
+        lower_case: lowercase the text (the evaluation sets are lowercase).
+        seed: seed of the initialization and of every random choice.
+        batch_size: examples per SGD step (per replica): (center, context) pairs for
+            skip-gram, center words for CBOW; None: 4096 for skip-gram (about 1,100 words),
+            1024 for CBOW (about 1,400 words). A step sums its examples' updates per row with
+            a correction for rows used many times (`lmpipe.models.word2vec.sparse_sgd_step`);
+            larger steps have less overhead but materialize `[batch_size, 1 + negative,
+            vector_size]` tensors, which outgrow the CPU caches and the allocator's reused
+            memory, and approximate the reference's example-by-example updates less well.
+
+    Example:
+
+    >>> sentences = ["the cat sat on the mat", "the dog sat on the log"] * 50
+    >>> w2v = Word2Vec(vector_size=8, window=2, min_count=1, sample=0, seed=1)
+    >>> w2v = w2v.fit(sentences, epochs=2, verbose=False)
+    >>> w2v.vectors.shape
+    (7, 8)
+    >>> w2v.most_similar("cat", topn=2)[0][0] in w2v.vocabulary.words
+    True
+
+    Reference:
+        Mikolov et al., "Distributed Representations of Words and Phrases and their
+        Compositionality", NeurIPS 2013.
+    """
+
+    def __init__(
+        self,
+        method="skipgram",
+        vector_size=100,
+        window=5,
+        negative=5,
+        min_count=5,
+        sample=1e-3,
+        alpha=0.025,
+        min_alpha=1e-4,
+        lower_case=True,
+        seed=0,
+        batch_size=None,
+    ):
+        check_word2vec_options(method, window, negative, sample)
+        for name, value in (
+            ("vector_size", vector_size),
+            ("min_count", min_count),
+            ("batch_size", 1 if batch_size is None else batch_size),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"`{name}` must be a positive integer, got {name}={value!r}.")
+        for name, value in (("alpha", alpha), ("min_alpha", min_alpha)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise ValueError(f"`{name}` must be a number >= 0, got {name}={value!r}.")
+        if min_alpha > alpha or alpha == 0:
+            raise ValueError(
+                f"Need 0 < `alpha` and `min_alpha` <= `alpha`, got alpha={alpha!r}, "
+                f"min_alpha={min_alpha!r}."
+            )
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ValueError(f"`seed` must be an int, got seed={seed!r}.")
+        self.options = {
+            "method": method,
+            "vector_size": vector_size,
+            "window": window,
+            "negative": negative,
+            "min_count": min_count,
+            "sample": float(sample),
+            "alpha": float(alpha),
+            "min_alpha": float(min_alpha),
+            "lower_case": bool(lower_case),
+            "seed": seed,
+            "batch_size": batch_size,
+        }
+        self.vocabulary = None
+        self.model = None
+        self.history = []
+
+    def __getattr__(self, name):
+        options = self.__dict__.get("options", {})
+        if name in options:
+            return options[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @property
+    def examples_per_batch(self):
+        """Examples per SGD step: `batch_size`, or the method's default."""
+        if self.batch_size is not None:
+            return self.batch_size
+        return DEFAULT_BATCH_SIZES[self.method]
+
+    # Training ---------------------------------------------------------------------------------
+
+    def fit(self, corpus, epochs=5, strategy=None, checkpoint_dir=None, verbose=True):
+        """Learn the vocabulary of `corpus` and train the vectors for `epochs` passes.
+
+        Args:
+            corpus: a `lmpipe.datasets.TextCorpus`, or an iterable of sentences (`str`).
+            epochs: passes over the corpus.
+            strategy: None, "mirrored", "multi_worker" or a `tf.distribute.Strategy`;
+                each input pipeline reads its own shard of the corpus.
+            checkpoint_dir: checkpoint after every epoch there; a run started again with the
+                same arguments resumes after the last finished epoch.
+            verbose: print the loss and speed of each epoch.
+
+        Returns:
+            `self`, trained; `history` holds one dict per epoch (`loss` per example,
+            `examples`, `words`, `seconds`, `words_per_second`).
+
+        Raises:
+            ValueError: bad `epochs`, or no word occurs `min_count` times.
+        """
+        if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
+            raise ValueError(f"`epochs` must be a positive integer, got epochs={epochs!r}.")
+        corpus = as_corpus(corpus)
+        strategy = distribution_strategy(strategy)
+        vocabulary = Vocabulary.learn(corpus, self.min_count, self.lower_case)
+        if len(vocabulary) < 2:
+            raise ValueError(
+                f"Only {len(vocabulary)} word occurs min_count={self.min_count} times in the "
+                "corpus; word2vec needs at least 2: lower `min_count` or use a larger corpus."
+            )
+        self.vocabulary = vocabulary
+        examples_per_batch = self.examples_per_batch
+        # Sentences are turned into examples about 16 steps' worth at a time: fewer, larger
+        # tf.data calls cost less per word. Skip-gram makes about window + 1 examples per
+        # word, CBOW one.
+        per_word = self.window + 1 if self.method == "skipgram" else 1
+        words_per_batch = 16 * examples_per_batch / per_word
+        sentences_per_batch = max(
+            1, round(words_per_batch * vocabulary.num_sentences / max(vocabulary.total_words, 1))
+        )
+        with strategy.scope():
+            self.model = Word2VecModel(len(vocabulary), self.vector_size, seed=self.seed)
+        checkpoint = manager = None
+        first_epoch = 0
+        epoch_done = tf.Variable(0, dtype=tf.int64, trainable=False)
+        if checkpoint_dir is not None:
+            checkpoint = tf.train.Checkpoint(
+                input_embeddings=self.model.embedding.input_embeddings.value,
+                output_embeddings=self.model.embedding.output_embeddings.value,
+                epoch=epoch_done,
+            )
+            manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir, max_to_keep=1)
+            if manager.latest_checkpoint:
+                checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+                first_epoch = int(epoch_done.numpy())
+
+        word_ids = {}
+
+        def make_dataset(epoch):
+            def for_pipeline(input_context):
+                key = 0 if input_context is None else input_context.input_pipeline_id
+                if key not in word_ids:  # tokenized once, cached for all epochs
+                    word_ids[key] = sentence_word_ids(
+                        corpus, vocabulary, sentences_per_batch, self.lower_case, input_context
+                    )
+                return word2vec_examples(
+                    corpus,
+                    vocabulary,
+                    method=self.method,
+                    window=self.window,
+                    negative=self.negative,
+                    sample=self.sample,
+                    seed=self.seed,
+                    epochs=1,
+                    first_epoch=epoch,
+                    lower_case=self.lower_case,
+                    input_context=input_context,
+                    word_ids=word_ids[key],
+                    examples_per_batch=examples_per_batch,
+                )
+
+            return distributed_dataset(strategy, for_pipeline)
+
+        run_epoch = self._epoch_function(strategy, epochs * vocabulary.retained_words)
+        if not self._distributed(strategy):
+            # The epoch's dataset is built inside the function from the epoch number, so its
+            # tf.data functions are traced once for the run rather than once per epoch.
+            train_on = run_epoch.python_function
+
+            @tf.function
+            def run_epoch(epoch, words_done):
+                return train_on(make_dataset(epoch), words_done)
+
+        words_done = tf.constant(float(first_epoch * vocabulary.retained_words), tf.float64)
+        for epoch in range(first_epoch, epochs):
+            start = time.perf_counter()
+            if self._distributed(strategy):
+                loss, examples, words_done = run_epoch(make_dataset(epoch), words_done)
+            else:
+                epoch_number = tf.constant(epoch, tf.int64)
+                loss, examples, words_done = run_epoch(epoch_number, words_done)
+            seconds = time.perf_counter() - start
+            words = vocabulary.retained_words
+            record = {
+                "epoch": epoch + 1,
+                "loss": float(loss) / max(float(examples), 1.0),
+                "examples": int(examples),
+                "words": words,
+                "seconds": seconds,
+                "words_per_second": words / seconds,
+            }
+            self.history.append(record)
+            if verbose:
+                print(
+                    f"word2vec epoch {epoch + 1}/{epochs}: loss {record['loss']:.4f}, "
+                    f"{record['examples']} examples, {record['words_per_second']:,.0f} words/s"
+                )
+            if manager is not None:
+                epoch_done.assign(epoch + 1)
+                if is_chief(strategy):
+                    manager.save()
+        return self
+
+    @staticmethod
+    def _distributed(strategy):
+        return isinstance(
+            strategy, (tf.distribute.MirroredStrategy, tf.distribute.MultiWorkerMirroredStrategy)
+        )
+
+    def _epoch_function(self, strategy, total_words):
+        """A `tf.function`: one pass over a (distributed) dataset, SGD step by step."""
+        model, alpha, min_alpha = self.model, self.alpha, self.min_alpha
+
+        # XLA fuses the step's gathers, products and scatters (2-3x faster on CPU); the
+        # batches have one fixed shape, so it compiles once. Under a distribution strategy
+        # the updates of mirrored tables go through a cross-replica merge, which XLA cannot
+        # compile.
+        @tf.function(jit_compile=not self._distributed(strategy))
+        def step(features, learning_rate):
+            loss, count = model.sgd_step(features, tf.cast(learning_rate, tf.float32))
+            return loss, count, tf.reduce_sum(features["words"])
+
+        @tf.function
+        def run_epoch(dataset, words_done):
+            loss_sum = tf.constant(0.0, tf.float64)
+            examples = tf.constant(0, tf.int64)
+            for features in dataset:
+                progress = tf.minimum(words_done / total_words, 1.0)
+                learning_rate = alpha - (alpha - min_alpha) * progress
+                loss, count, words = strategy.run(step, args=(features, learning_rate))
+                loss_sum += tf.cast(strategy.reduce("SUM", loss, axis=None), tf.float64)
+                examples += strategy.reduce("SUM", count, axis=None)
+                words_done += tf.cast(strategy.reduce("SUM", words, axis=None), tf.float64)
+            return loss_sum, examples, words_done
+
+        return run_epoch
+
+    # Results ----------------------------------------------------------------------------------
+
+    def _require_model(self):
+        if self.model is None:
+            raise ValueError("The pipeline has no vectors yet: call fit() or load() first.")
+
+    @property
+    def vectors(self):
+        """The word vectors, a float32 numpy array `[V, D]`, row i for `vocabulary.words[i]`."""
+        self._require_model()
+        return self.model.vectors
+
+    def _ids(self, words):
+        self._require_model()
+        return [self.vocabulary.index(word) for word in words]
+
+    def most_similar(self, word_or_words, topn=10, negative=None):
+        """The `topn` words nearest in cosine to the mean of the unit vectors of the given
+        words minus those of `negative` (the query words themselves excluded).
+
+        Args:
+            word_or_words: a word or a list of words.
+            topn: number of results.
+            negative: a word or list of words to subtract.
+
+        Returns:
+            A list of `(word, cosine)`, most similar first.
+
+        Raises:
+            KeyError: a word is not in the vocabulary (the message names it).
+        """
+        positive = [word_or_words] if isinstance(word_or_words, str) else list(word_or_words)
+        negative = [negative] if isinstance(negative, str) else list(negative or [])
+        unit = unit_vectors(self.vectors)
+        query = np.zeros(unit.shape[1], np.float32)
+        for ids, sign in ((self._ids(positive), 1.0), (self._ids(negative), -1.0)):
+            for index in ids:
+                query += sign * unit[index]
+        scores = unit @ unit_vectors(query[None])[0]
+        scores[self._ids(positive + negative)] = -np.inf
+        best = np.argsort(-scores)[:topn]
+        return [(self.vocabulary.words[i], float(scores[i])) for i in best]
+
+    def analogy(self, a, b, c):
+        """The word nearest to `a - b + c` (unit vectors), other than a, b and c: for instance
+        `analogy("king", "man", "woman")` answers "queen" with good vectors."""
+        return self.most_similar([a, c], topn=1, negative=[b])[0][0]
+
+    def similarity(self, first, second):
+        """Cosine similarity of two words' vectors."""
+        unit = unit_vectors(self.vectors[self._ids([first, second])])
+        return float(unit[0] @ unit[1])
+
+    def evaluate_analogies(self, path=None, restrict_vocab=30000):
+        """Analogy accuracy (3CosAdd) on `path` (default: gensim's questions-words.txt),
+        among the `restrict_vocab` most frequent words, as gensim does.
+
+        Returns:
+            A dict with `accuracy`, `correct`, `answered`, `total`, `coverage`, `sections`.
+        """
+        self._require_model()
+        return analogy_accuracy(
+            self.vocabulary.words, self.vectors, read_analogies(path), restrict_vocab
+        )
+
+    def evaluate_similarity(self, path=None):
+        """Spearman correlation of cosine similarity with human ratings on `path` (default:
+        gensim's wordsim353.tsv; "simlex999" names gensim's SimLex-999), over the pairs whose
+        words are in the vocabulary.
+
+        Returns:
+            A dict with `spearman`, `pearson`, `pairs`, `total`, `coverage`.
+        """
+        self._require_model()
+        if path == "simlex999":
+            path = gensim_test_data(SIMLEX999)
+        return similarity_correlation(self.vocabulary.words, self.vectors, read_word_pairs(path))
+
+    # Save, load, export -----------------------------------------------------------------------
+
+    def save_word2vec_format(self, path, binary=False):
+        """Write the vectors in word2vec's format (what gensim's
+        `KeyedVectors.load_word2vec_format` reads): a header `V D`, then one word per line
+        with its vector, as text (`%.9g`, which float32 round-trips exactly) or, with
+        `binary=True`, as raw little-endian float32 after the word and a space."""
+        vectors = self.vectors.astype("<f4")
+        with open(path, "wb") as file:
+            file.write(f"{vectors.shape[0]} {vectors.shape[1]}\n".encode())
+            for word, vector in zip(self.vocabulary.words, vectors, strict=True):
+                if binary:
+                    file.write(word.encode("utf-8") + b" " + vector.tobytes() + b"\n")
+                else:
+                    values = " ".join(f"{value:.9g}" for value in vector.tolist())
+                    file.write(f"{word} {values}\n".encode())
+
+    def save(self, directory):
+        """Write the options, the vocabulary and both vector tables to `directory`."""
+        self._require_model()
+        tf.io.gfile.makedirs(directory)
+        with tf.io.gfile.GFile(os.path.join(directory, PIPELINE_FILE), "w") as file:
+            json.dump({"pipeline": type(self).__name__, **self.options}, file, indent=2)
+        self.vocabulary.save(os.path.join(directory, VOCABULARY_FILE))
+        embedding = self.model.embedding
+        buffer = io.BytesIO()  # numpy's zip writer seeks, which a GFile opened for writing cannot
+        np.savez(
+            buffer,
+            input_embeddings=keras.ops.convert_to_numpy(embedding.input_embeddings),
+            output_embeddings=keras.ops.convert_to_numpy(embedding.output_embeddings),
+        )
+        with tf.io.gfile.GFile(os.path.join(directory, VECTORS_FILE), "wb") as file:
+            file.write(buffer.getvalue())
+
+    @classmethod
+    def load(cls, directory):
+        """A pipeline written by `save`, with its vocabulary and vectors."""
+        path = os.path.join(directory, PIPELINE_FILE)
+        if not tf.io.gfile.exists(path):
+            raise ValueError(f"{directory!r} holds no saved Word2Vec ({PIPELINE_FILE} missing).")
+        with tf.io.gfile.GFile(path) as file:
+            options = json.load(file)
+        options.pop("pipeline")
+        pipeline = cls(**options)
+        pipeline.vocabulary = Vocabulary.load(os.path.join(directory, VOCABULARY_FILE))
+        with tf.io.gfile.GFile(os.path.join(directory, VECTORS_FILE), "rb") as file:
+            arrays = np.load(io.BytesIO(file.read()))
+            tables = arrays["input_embeddings"], arrays["output_embeddings"]
+        pipeline.model = Word2VecModel(len(pipeline.vocabulary), pipeline.vector_size)
+        pipeline.model.embedding.input_embeddings.assign(tables[0])
+        pipeline.model.embedding.output_embeddings.assign(tables[1])
+        return pipeline
+
+    def serving_module(self):
+        """A `tf.Module` whose `serve` maps words to vectors, for TF Serving.
+
+        Input `word`: tf.string `[B]`, one word each, normalized as in training (lowercased
+        if `lower_case`, U+2019 read as an apostrophe). Outputs: `vector` float32 `[B, D]`,
+        the word's vector, all zeros for a word outside the vocabulary, and `found` int32
+        `[B]`, 1 if the word is in the vocabulary, else 0.
+        """
+        self._require_model()
+        module = tf.Module()
+        module.table = self.vocabulary.lookup_table()
+        module.vectors = tf.Variable(self.vectors, trainable=False, name="vectors")
+        lower_case = self.lower_case
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="word")])
+        def serve(word):
+            ids = module.table.lookup(normalize_words(tf.strings.strip(word), lower_case))
+            found = ids >= 0
+            vectors = tf.gather(module.vectors, tf.maximum(ids, 0))  # [B, D]
+            vectors = tf.where(found[:, None], vectors, tf.zeros_like(vectors))
+            return {"vector": vectors, "found": tf.cast(found, tf.int32)}
+
+        module.serve = serve
+        return module
+
+    def export(self, base_dir, version=None, overwrite=False):
+        """Export a SavedModel for TF Serving to `<base_dir>/<version>/` (written to a
+        temporary directory and renamed into place, with a warmup request); return its path.
+
+        Signature `serving_default`: input `word` (tf.string `[B]`), outputs `vector`
+        (float32 `[B, D]`, zeros for unknown words) and `found` (int32 `[B]`, 1 = known word).
+        """
+        module = self.serving_module()
+        return export_text_function(
+            base_dir, module, module.serve, version=version, overwrite=overwrite
+        )
