@@ -74,8 +74,6 @@ def _pretrain(arguments):
     tokenizer = _tokenizer(arguments, corpus)
     config = _model_config(arguments.model, arguments.preset, tokenizer, arguments.seq_len)
     if arguments.model == "xlnet":
-        if arguments.objective is not None:
-            raise SystemExit("error: --objective is for bert and albert; xlnet is a permutation LM")
         reuse_len = arguments.reuse_len
         if reuse_len is None:
             reuse_len = arguments.seq_len // 2
@@ -318,6 +316,11 @@ def main(argv=None):
         arguments.preset = DEFAULT_PRESETS[arguments.model]
     if arguments.command == "pretrain" and arguments.preset not in PRESETS[arguments.model]:
         raise SystemExit(f"error: --preset must be one of {', '.join(PRESETS[arguments.model])}")
+    if arguments.command == "pretrain":
+        if arguments.model == "xlnet" and arguments.objective is not None:
+            raise SystemExit("error: --objective is for bert and albert; xlnet is a permutation LM")
+        if arguments.model != "xlnet" and (arguments.reuse_len, arguments.mem_len) != (None, None):
+            raise SystemExit("error: --reuse-len and --mem-len are for xlnet")
     return arguments.run(arguments)
 
 
