@@ -177,7 +177,14 @@ class Vocabulary:
             unique, _, counts = tf.unique_with_counts(words, out_idx=tf.int64)
             return unique, counts, tf.shape(sentences, out_type=tf.int64)[0]
 
-        batches = corpus_sentences(corpus).batch(sentences_per_batch).map(count)
+        # Batches are split and counted on every core, in order (the vocabulary would not
+        # depend on it: it is sorted by count and word).
+        batches = (
+            corpus_sentences(corpus)
+            .batch(sentences_per_batch)
+            .map(count, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+            .prefetch(tf.data.AUTOTUNE)
+        )
         words, counts, pending, num_sentences = [], [], 0, 0
         merged = (tf.zeros([0], tf.string), tf.zeros([0], tf.int64))
         for unique, batch_counts, sentences in batches:
