@@ -8,11 +8,13 @@ from keras import ops
 from lmpipe.layers.bert_embedding import BertEmbedding
 from lmpipe.layers.initializers import bert_initializer
 from lmpipe.layers.transformer_encoder_block import TransformerEncoderBlock
+from lmpipe.models.config_checks import check_heads, check_positive_integers, check_rates
 
 
 def _check_encoder_config(config):
     """Validate the fields BERT and ALBERT configs share; raise ValueError naming the field."""
-    for name in (
+    check_positive_integers(
+        config,
         "vocabulary_size",
         "hidden_dim",
         "num_layers",
@@ -20,19 +22,9 @@ def _check_encoder_config(config):
         "intermediate_dim",
         "max_sequence_length",
         "num_segments",
-    ):
-        value = getattr(config, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"`{name}` must be a positive integer, got {name}={value!r}.")
-    if config.hidden_dim % config.num_heads:
-        raise ValueError(
-            f"`hidden_dim` ({config.hidden_dim}) must be divisible by `num_heads` "
-            f"({config.num_heads})."
-        )
-    for name in ("dropout", "attention_dropout"):
-        value = getattr(config, name)
-        if not 0.0 <= value < 1.0:
-            raise ValueError(f"`{name}` must be in [0, 1), got {name}={value!r}.")
+    )
+    check_heads(config)
+    check_rates(config, "dropout", "attention_dropout")
 
 
 @dataclasses.dataclass(frozen=True)

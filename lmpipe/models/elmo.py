@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from lmpipe.layers.initializers import bert_initializer
+from lmpipe.models.config_checks import check_positive_integers, check_rates
 from lmpipe.models.gpt import next_token_loss
 from lmpipe.models.trainable import FunctionalTrainableModel
 
@@ -34,20 +35,15 @@ class ElmoConfig:
     dropout: float = 0.1
 
     def __post_init__(self):
-        for name in ("vocabulary_size", "embedding_dim", "lstm_units", "num_layers"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"`{name}` must be a positive integer, got {name}={value!r}.")
-        value = self.projection_dim
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value < 1
-        ):
-            raise ValueError(
-                "`projection_dim` must be a positive integer or None, "
-                f"got projection_dim={value!r}."
-            )
-        if not isinstance(self.dropout, (int, float)) or not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"`dropout` must be in [0, 1), got dropout={self.dropout!r}.")
+        check_positive_integers(
+            self,
+            "vocabulary_size",
+            "embedding_dim",
+            "lstm_units",
+            "num_layers",
+            optional=("projection_dim",),
+        )
+        check_rates(self, "dropout")
 
     @property
     def output_dim(self):

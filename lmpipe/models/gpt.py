@@ -7,6 +7,7 @@ from keras import ops
 
 from lmpipe.layers.initializers import bert_initializer
 from lmpipe.layers.transformer_decoder_block import TransformerDecoderBlock
+from lmpipe.models.config_checks import check_heads, check_positive_integers, check_rates
 from lmpipe.models.trainable import FunctionalTrainableModel, global_sum
 
 
@@ -34,24 +35,17 @@ class GptConfig:
     initializer_range: float = 0.02
 
     def __post_init__(self):
-        for name in (
+        check_positive_integers(
+            self,
             "vocabulary_size",
             "hidden_dim",
             "num_layers",
             "num_heads",
             "intermediate_dim",
             "max_sequence_length",
-        ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"`{name}` must be a positive integer, got {name}={value!r}.")
-        if self.hidden_dim % self.num_heads:
-            raise ValueError(
-                f"`hidden_dim` ({self.hidden_dim}) must be divisible by `num_heads` "
-                f"({self.num_heads})."
-            )
-        if not isinstance(self.dropout, (int, float)) or not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"`dropout` must be in [0, 1), got dropout={self.dropout!r}.")
+        )
+        check_heads(self)
+        check_rates(self, "dropout")
         for name in ("layer_norm_epsilon", "initializer_range"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:

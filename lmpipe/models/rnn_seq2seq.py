@@ -8,6 +8,7 @@ from keras import ops
 from lmpipe.layers.rnn_attention import SCORES
 from lmpipe.layers.rnn_decoder import FORMS, RnnDecoder
 from lmpipe.layers.rnn_encoder import CELLS, RnnEncoder
+from lmpipe.models.config_checks import check_positive_integers, check_rates
 from lmpipe.models.decoding import Seq2SeqModel
 from lmpipe.models.transformer import SEQ2SEQ_INPUTS
 
@@ -37,26 +38,19 @@ class RnnSeq2SeqConfig:
     dropout: float = 0.1
 
     def __post_init__(self):
-        for name in ("vocabulary_size", "embedding_dim", "hidden_dim"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"`{name}` must be a positive integer, got {name}={value!r}.")
-        value = self.target_vocabulary_size
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value < 1
-        ):
-            raise ValueError(
-                f"`target_vocabulary_size` must be a positive integer or None, got {value!r}."
-            )
+        check_positive_integers(
+            self,
+            "vocabulary_size",
+            "embedding_dim",
+            "hidden_dim",
+            optional=("target_vocabulary_size",),
+        )
         for name, choices in (("cell", CELLS), ("form", FORMS), ("attention_score", SCORES)):
             if getattr(self, name) not in choices:
                 raise ValueError(
                     f"`{name}` must be one of {choices}, got {name}={getattr(self, name)!r}."
                 )
-        if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)):
-            raise ValueError(f"`dropout` must be a number in [0, 1), got {self.dropout!r}.")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"`dropout` must be in [0, 1), got dropout={self.dropout!r}.")
+        check_rates(self, "dropout")
 
     @property
     def target_vocabulary(self):

@@ -9,14 +9,10 @@ from keras import ops
 from lmpipe.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
 from lmpipe.layers.transformer_decoder_block import TransformerDecoderBlock
 from lmpipe.layers.transformer_encoder_block import TransformerEncoderBlock
+from lmpipe.models.config_checks import check_heads, check_positive_integers, check_rates
 from lmpipe.models.decoding import Seq2SeqModel
 
 SEQ2SEQ_INPUTS = ("encoder_ids", "encoder_mask", "decoder_ids", "decoder_mask")
-
-
-def _check_positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"`{name}` must be a positive integer, got {name}={value!r}.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,7 +49,8 @@ class TransformerConfig:
     max_decode_length: int = 256
 
     def __post_init__(self):
-        for name in (
+        check_positive_integers(
+            self,
             "vocabulary_size",
             "hidden_dim",
             "num_encoder_layers",
@@ -61,21 +58,10 @@ class TransformerConfig:
             "num_heads",
             "intermediate_dim",
             "max_decode_length",
-        ):
-            _check_positive_int(name, getattr(self, name))
-        if self.target_vocabulary_size is not None:
-            _check_positive_int("target_vocabulary_size", self.target_vocabulary_size)
-        if self.hidden_dim % self.num_heads:
-            raise ValueError(
-                f"`hidden_dim` ({self.hidden_dim}) must be divisible by `num_heads` "
-                f"({self.num_heads})."
-            )
-        for name in ("dropout", "attention_dropout"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"`{name}` must be a number in [0, 1), got {name}={value!r}.")
-            if not 0.0 <= value < 1.0:
-                raise ValueError(f"`{name}` must be in [0, 1), got {name}={value!r}.")
+            optional=("target_vocabulary_size",),
+        )
+        check_heads(self)
+        check_rates(self, "dropout", "attention_dropout")
         if not isinstance(self.layer_norm_epsilon, (int, float)) or self.layer_norm_epsilon <= 0:
             raise ValueError(
                 f"`layer_norm_epsilon` must be positive, got {self.layer_norm_epsilon!r}."

@@ -8,6 +8,7 @@ from keras import ops
 from lmpipe.layers.initializers import clone_initializer
 from lmpipe.layers.relative_position_encoding import RelativePositionEncoding
 from lmpipe.layers.two_stream_relative_attention import TwoStreamRelativeAttention
+from lmpipe.models.config_checks import check_heads, check_positive_integers, check_rates
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,35 +35,19 @@ class XLNetConfig:
     clamp_len: int | None = None
 
     def __post_init__(self):
-        for name in (
+        check_positive_integers(
+            self,
             "vocabulary_size",
             "hidden_dim",
             "num_layers",
             "num_heads",
             "intermediate_dim",
-        ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"`{name}` must be a positive integer, got {name}={value!r}.")
-        if self.hidden_dim % self.num_heads:
-            raise ValueError(
-                f"`hidden_dim` ({self.hidden_dim}) must be divisible by `num_heads` "
-                f"({self.num_heads})."
-            )
+            optional=("clamp_len",),
+        )
+        check_heads(self)
         if self.hidden_dim % 2:
             raise ValueError(f"`hidden_dim` must be even, got hidden_dim={self.hidden_dim}.")
-        for name in ("dropout", "attention_dropout"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
-                raise ValueError(f"`{name}` must be in [0, 1), got {name}={value!r}.")
-        if self.clamp_len is not None and (
-            isinstance(self.clamp_len, bool)
-            or not isinstance(self.clamp_len, int)
-            or self.clamp_len < 1
-        ):
-            raise ValueError(
-                f"`clamp_len` must be a positive integer or None, got clamp_len={self.clamp_len!r}."
-            )
+        check_rates(self, "dropout", "attention_dropout")
         if not self.initializer_range > 0:
             raise ValueError(
                 f"`initializer_range` must be positive, got {self.initializer_range!r}."
