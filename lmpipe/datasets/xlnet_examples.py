@@ -42,6 +42,7 @@ import numbers
 import tensorflow as tf
 
 from lmpipe.datasets.corpus import pipeline_position
+from lmpipe.datasets.packing import pack_segments
 from lmpipe.datasets.permutation import PermutationLM
 from lmpipe.datasets.sentence_pairs import gather_spans, pair_spans
 from lmpipe.datasets.shuffling import by_epoch, window_shuffle
@@ -328,7 +329,7 @@ class _IndependentExamples:
         flat = tokens.flat_values
         segment_a = gather_spans(flat, a_start, a_end)  # [N, (tokens)]
         segment_b = gather_spans(flat, b_start, b_end)
-        return pack_xlnet(segment_a, segment_b, self.ids, self.seq_len)
+        return pack_segments(self.tokenizer, [segment_a, segment_b], self.seq_len, "xlnet")
 
     def _second_half_backward(self, example):
         """Rows B/2.. read backward: `rev(B) <sep> rev(A) <sep> <cls>`, in one gather."""
@@ -456,43 +457,3 @@ class _MemoryStreams:
             "segment_ids": tf.broadcast_to(segment_ids, tf.shape(token_ids)),
             "padding_mask": tf.ones_like(token_ids),
         }
-
-
-def pack_xlnet(segment_a, segment_b, ids, seq_len):
-    """`A <sep> B <sep> <cls>` padded to `seq_len`, from ragged `[N, (tokens)]` segments that
-    fit (`len(A) + len(B) <= seq_len - 3`).
-
-    Args:
-        segment_a, segment_b: int32 RaggedTensors `[N, (tokens)]`.
-        ids: `special_ids(tokenizer)`.
-        seq_len: the length of the packed examples.
-
-    Returns:
-        `{"token_ids", "segment_ids", "padding_mask"}` int32 `[N, seq_len]`: segment ids 0 for
-        A and its `<sep>`, 1 for B and its `<sep>`, 2 for `<cls>` and 0 on padding.
-    """
-    num = segment_a.nrows(out_type=tf.int32)
-
-    def column(value):
-        return tf.RaggedTensor.from_tensor(tf.fill([num, 1], tf.constant(value, tf.int32)))
-
-    tokens = tf.concat(
-        [segment_a, column(ids["sep_id"]), segment_b, column(ids["sep_id"]), column(ids["cls_id"])],
-        axis=1,
-    )
-    segments = tf.concat(
-        [
-            tf.zeros_like(segment_a),
-            column(0),
-            tf.ones_like(segment_b),
-            column(1),
-            column(2),
-        ],
-        axis=1,
-    )
-    shape = [None, seq_len]
-    return {
-        "token_ids": tokens.to_tensor(default_value=ids["pad_id"], shape=shape),
-        "segment_ids": segments.to_tensor(default_value=0, shape=shape),
-        "padding_mask": tf.ones_like(tokens).to_tensor(default_value=0, shape=shape),
-    }
