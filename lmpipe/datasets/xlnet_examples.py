@@ -29,7 +29,8 @@ Two ways to read the corpus:
 `bidirectional=True` (XLNet's `bi_data`): the second half of every batch reads text backward.
 With memory, rows `B/2 + r` read stream `r` of the first half backward, from its end (XLNet's
 layout); without memory, the second half's examples are reversed (A becomes B reversed and B
-becomes A reversed).
+becomes A reversed). First half forward, second half backward is also the order in which
+the model's `bi_data` (as Hugging Face's) gives the second half negated relative distances.
 
 Randomness: every choice is a stateless op keyed by `seed`, the input pipeline and a running
 counter (of document groups, of batches) or the epoch; TensorFlow's global seed plays no

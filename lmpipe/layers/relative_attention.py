@@ -64,7 +64,8 @@ class RelativeAttention(keras.layers.Layer):
 
     Call arguments:
         query: `[B, S, d_model]`, the stream whose queries attend.
-        position_encoding: `[M + 2 S, d_model]` from `RelativePositionEncoding`.
+        position_encoding: `[M + 2 S, d_model]` from `RelativePositionEncoding`, shared by the
+            batch, or `[B, M + 2 S, d_model]`, one per example (its `bi_data=True`).
         value: `[B, S, d_model]`, the content attended to; defaults to `query`.
         segment_ids: `[B, S]` int segment ids; no segment term when not given.
         attention_mask: `[B, S, S]`, 1 = query `i` may attend to sequence key `j`.
@@ -142,12 +143,16 @@ class RelativeAttention(keras.layers.Layer):
         self.built = True
 
     def compute_context_heads(self, value, position_encoding, memory=None):
-        """Keys `[B, K, N, d]`, values `[B, K, N, d]` and position keys `[M + 2S, N, d]`."""
+        """Keys `[B, K, N, d]`, values `[B, K, N, d]` and position keys `[M + 2S, N, d]` (or
+        `[B, M + 2S, N, d]` for per-example encodings)."""
         context = value if memory is None else ops.concatenate([memory, value], axis=1)
         key_heads = ops.einsum("bkh,hnd->bknd", context, self.key_kernel)
         value_heads = ops.einsum("bkh,hnd->bknd", context, self.value_kernel)
+        rows = "brh" if len(position_encoding.shape) == 3 else "rh"
         position_heads = ops.einsum(
-            "rh,hnd->rnd", ops.cast(position_encoding, self.compute_dtype), self.position_kernel
+            f"{rows},hnd->{rows[:-1]}nd",
+            ops.cast(position_encoding, self.compute_dtype),
+            self.position_kernel,
         )
         return key_heads, value_heads, position_heads
 
@@ -171,7 +176,10 @@ class RelativeAttention(keras.layers.Layer):
         query_heads = ops.einsum("bsh,hnd->bsnd", query, self.query_kernel)  # [B, S, N, d]
 
         content = ops.einsum("bind,bjnd->bnij", query_heads + self.content_bias, key_heads)
-        position = ops.einsum("bind,rnd->bnir", query_heads + self.position_bias, position_heads)
+        rows = "brnd" if len(position_heads.shape) == 4 else "rnd"
+        position = ops.einsum(
+            f"bind,{rows}->bnir", query_heads + self.position_bias, position_heads
+        )  # [B, N, S, M + 2S]
         position = relative_shift(position, key_length)  # [B, N, S, K]
         scores = content + position
         if segment_ids is not None:

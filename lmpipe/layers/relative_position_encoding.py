@@ -18,6 +18,12 @@ class RelativePositionEncoding(keras.layers.Layer):
     fill the first half of the `d` features and the cosines the second half. With `clamp_len`
     the distances are clamped to `[-clamp_len, clamp_len]`. The layer has no weights.
 
+    With `bi_data=True` (XLNet's `bi_data`: the second half of the batch is text read
+    backward) each example gets its own encodings: the first `B // 2` rows the distances
+    above, the other rows their negations `-K, -K + 1, ..., Q - 1`. A backward row holds the
+    text in reverse order, so a key `d` positions before its query in the row is `d` positions
+    after it in the text: its distance is `-d`, and the text keeps its real geometry.
+
     Args:
         hidden_dim: width `d` of the encodings (even).
         clamp_len: if set, the largest distance that is told apart.
@@ -27,15 +33,20 @@ class RelativePositionEncoding(keras.layers.Layer):
         inputs: `[B, Q, *]`, the query positions; only its length is used.
         memory: optional `[B, M, *]`, memory positions before the queries; only its length is
             used.
+        bi_data: a Python bool; True gives the second half of the batch (rows `B // 2` on) the
+            negated distances.
 
     Returns:
-        `[K + Q, hidden_dim]`, shared by every example of the batch.
+        `[K + Q, hidden_dim]`, shared by every example of the batch; with `bi_data=True`,
+        `[B, K + Q, hidden_dim]`, one per example.
 
     Example:
 
     >>> encoding = RelativePositionEncoding(hidden_dim=8)
     >>> tuple(encoding(keras.ops.zeros((2, 5, 8)), memory=keras.ops.zeros((2, 3, 8))).shape)
     (13, 8)
+    >>> tuple(encoding(keras.ops.zeros((2, 5, 8)), bi_data=True).shape)
+    (2, 10, 8)
 
     Reference: Dai et al., "Transformer-XL", 2019, section 3.3; Yang et al., "XLNet", 2019,
     and its open-source `relative_positional_encoding`.
@@ -57,12 +68,21 @@ class RelativePositionEncoding(keras.layers.Layer):
         self.max_wavelength = max_wavelength
         self.built = True
 
-    def call(self, inputs, memory=None):
+    def call(self, inputs, memory=None, bi_data=False):
         query_length = ops.shape(inputs)[1]
         memory_length = 0 if memory is None else ops.shape(memory)[1]
         key_length = memory_length + query_length
         # Distances K, K - 1, ..., -Q + 1.
         distances = ops.cast(key_length - ops.arange(key_length + query_length), "float32")
+        if not bi_data:
+            return self._encode(distances)  # [K + Q, d]
+        # Rows of the second half read the text backward: the same keys at minus the distance.
+        both = ops.stack([self._encode(distances), self._encode(-distances)])  # [2, K + Q, d]
+        batch = ops.shape(inputs)[0]
+        backward = ops.cast(ops.arange(batch) >= batch // 2, "int32")  # [B]
+        return ops.take(both, backward, axis=0)  # [B, K + Q, d]
+
+    def _encode(self, distances):
         if self.clamp_len is not None:
             distances = ops.clip(distances, -self.clamp_len, self.clamp_len)
         exponents = ops.arange(0, self.hidden_dim, 2, dtype="float32") / self.hidden_dim

@@ -45,7 +45,8 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
 
     Call arguments:
         content: `[B, S, d]` content stream h.
-        position_encoding: `[M + 2S, d]` from `RelativePositionEncoding`.
+        position_encoding: `[M + 2S, d]` from `RelativePositionEncoding`, or `[B, M + 2S, d]`
+            (one per example, its `bi_data=True`).
         query: query stream g, `[B, P, d]` with `target_mapping`, else `[B, S, d]`; None for
             the content stream alone.
         target_mapping: `[B, P, S]` float, see above.

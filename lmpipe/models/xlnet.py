@@ -114,7 +114,7 @@ def _last_real_token(sequence, padding_mask):
     return ops.take_along_axis(sequence, last[:, None, None], axis=1)[:, 0, :]
 
 
-def _wire(layers, config, two_stream, mem_len, reuse_len):
+def _wire(layers, config, two_stream, mem_len, reuse_len, bi_data=False):
     """Connect `layers` (the dict made by `_xlnet_layers`) into a functional model."""
     inputs = {
         name: keras.Input(shape=(None,), dtype="int32", name=name)
@@ -143,7 +143,9 @@ def _wire(layers, config, two_stream, mem_len, reuse_len):
         # embedding table): the query stream must not see the token it predicts.
         zeros = ops.zeros_like(inputs["target_mapping"][:, :, 0], dtype="int32")  # [B, P]
         query = dropout(layers["mask_embedding"](zeros))  # [B, P, H]
-    position_encoding = dropout(layers["position_encoding"](content, memory=memories[0]))
+    position_encoding = dropout(
+        layers["position_encoding"](content, memory=memories[0], bi_data=bi_data)
+    )  # [K + Q, H], or [B, K + Q, H] with bi_data
     new_memories = []
     for index, block in enumerate(layers["blocks"]):
         if mem_len:
@@ -216,7 +218,7 @@ def _xlnet_layers(config):
     }
 
 
-def xlnet(config=None, two_stream=False, mem_len=0, reuse_len=None):
+def xlnet(config=None, two_stream=False, mem_len=0, reuse_len=None, bi_data=False):
     """An XLNet encoder as a functional `keras.Model`.
 
     Content stream alone (`two_stream=False`, fine-tuning and serving): inputs int32 `[B, S]`
@@ -237,6 +239,12 @@ def xlnet(config=None, two_stream=False, mem_len=0, reuse_len=None):
     `mem_len` of memory ++ this segment (only its first `reuse_len` positions, if set),
     without gradient. Memory positions count as segment 0, as in XLNet.
 
+    `bi_data=True` is XLNet's `bi_data` (Hugging Face's `XLNetConfig.bi_data`): the first
+    half of every batch (rows `0 .. B // 2 - 1`) is text read forward, the second half text
+    read backward, and the backward rows get the negated relative distances (see
+    `RelativePositionEncoding`), so that reversed text keeps its real geometry. The batch
+    size should then be even (an odd batch gives the backward half the extra row).
+
     Layers are named `word_embedding` (the table an LM head ties to), `mask_embedding`
     (XLNet's `mask_emb`, only in the two-stream model), `position_encoding`,
     `block_0 .. block_{L-1}` and `pooler`. `xlnet_content_stream(model)` gives the content
@@ -247,6 +255,7 @@ def xlnet(config=None, two_stream=False, mem_len=0, reuse_len=None):
         two_stream: add the query stream.
         mem_len: memory length (0 = no memory).
         reuse_len: cache only the first `reuse_len` positions of each segment.
+        bi_data: the second half of each batch reads backward (pretraining data only).
 
     Example:
 
@@ -264,12 +273,15 @@ def xlnet(config=None, two_stream=False, mem_len=0, reuse_len=None):
     if not isinstance(config, XLNetConfig):
         raise ValueError(f"`config` must be an XLNetConfig, got {config!r}.")
     check_memory_arguments(mem_len, reuse_len)
-    return _wire(_xlnet_layers(config), config, two_stream, mem_len, reuse_len)
+    if not isinstance(bi_data, bool):
+        raise ValueError(f"`bi_data` must be True or False, got bi_data={bi_data!r}.")
+    return _wire(_xlnet_layers(config), config, two_stream, mem_len, reuse_len, bi_data)
 
 
 def xlnet_content_stream(model, config):
     """The content-stream model (`token_ids`, `segment_ids`, `padding_mask` -> dict) that
-    shares the weights of `model`, a model made by `xlnet(config, ...)`."""
+    shares the weights of `model`, a model made by `xlnet(config, ...)`; every row reads
+    forward (no `bi_data`), as fine-tuning and serving need."""
     layers = {
         name: model.get_layer(name) for name in ("word_embedding", "position_encoding", "pooler")
     }

@@ -4,6 +4,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from lmpipe.models.replica_local_state import ReplicaLocalState
 from lmpipe.models.trainable import TrainableModel, global_sum
 from lmpipe.models.xlnet import XLNetConfig, check_memory_arguments, xlnet, xlnet_content_stream
 
@@ -31,9 +32,14 @@ class XLNetPretrainer(TrainableModel):
     shape `[batch_size, L, mem_len, H]` and `[batch_size, mem_len]` created with
     `synchronization=ON_READ`, so under a `MirroredStrategy` each replica keeps its own
     (`batch_size` is therefore the per-replica batch size, and every batch must have it).
-    They are deliberately kept out of the model's weights and checkpoints: weights saved with
-    memory load into a memory-free model and back, and a model restored from a checkpoint
-    starts with an empty memory (as at a stream start). `reset_memory()` empties it.
+    They are kept out of the model's weights (weights saved with memory load into a
+    memory-free model and back, and a saved or loaded model starts with an empty memory, as
+    at a stream start), but `checkpoint_state()` hands them, every replica's own, to the
+    training checkpoints, so that a run resumed from a checkpoint continues its text streams
+    exactly as an uninterrupted one. `reset_memory()` empties it.
+
+    `bi_data=True` is XLNet's `bi_data`: the second half of every (per-replica) batch is
+    text read backward and gets the negated relative distances (see `xlnet`).
 
     `encoder` is the content-stream model (`token_ids`, `segment_ids`, `padding_mask` ->
     `sequence_output`, `pooled_output`) sharing the weights, for export and fine-tuning. Its
@@ -45,6 +51,7 @@ class XLNetPretrainer(TrainableModel):
         mem_len: memory length; 0 = no memory.
         reuse_len: if set, cache only the first `reuse_len` positions of each segment.
         batch_size: per-replica batch size; required when `mem_len > 0`.
+        bi_data: the second half of every batch reads backward (XLNet's `bi_data`).
 
     Reference: Yang et al., "XLNet", 2019, sections 2.3-2.5.
     """
@@ -57,6 +64,7 @@ class XLNetPretrainer(TrainableModel):
         mem_len=0,
         reuse_len=None,
         batch_size=None,
+        bi_data=False,
         name="xlnet_pretrainer",
         **kwargs,
     ):
@@ -86,7 +94,10 @@ class XLNetPretrainer(TrainableModel):
         self.mem_len = mem_len
         self.reuse_len = reuse_len
         self.batch_size = batch_size
-        self.network = xlnet(config, two_stream=True, mem_len=mem_len, reuse_len=reuse_len)
+        self.bi_data = bi_data
+        self.network = xlnet(
+            config, two_stream=True, mem_len=mem_len, reuse_len=reuse_len, bi_data=bi_data
+        )
         self.network.get_layer("pooler").trainable = False
         self.lm_bias = self.add_weight(
             name="lm_bias", shape=(config.vocabulary_size,), initializer="zeros"
@@ -94,7 +105,8 @@ class XLNetPretrainer(TrainableModel):
         self.plm_loss_tracker = keras.metrics.Mean(name="plm_loss")
         self.plm_accuracy = keras.metrics.Mean(name="plm_accuracy")
         # Set through object.__setattr__ so that neither Keras nor tf.train.Checkpoint
-        # tracks them: they are not weights (see the class docstring).
+        # tracks them: they are not weights (see the class docstring); the memory reaches
+        # the training checkpoints through `checkpoint_state`.
         object.__setattr__(self, "_encoder", None)
         object.__setattr__(self, "_memory", None)
         object.__setattr__(self, "_memory_mask", None)
@@ -132,6 +144,18 @@ class XLNetPretrainer(TrainableModel):
         if not self.mem_len:
             return None
         return self._memory.read_value(), self._memory_mask.read_value()
+
+    def checkpoint_state(self):
+        """`{name: trackable}`, the state besides the weights that a training checkpoint must
+        hold to resume exactly: the memory of every replica (nothing without memory)."""
+        if not self.mem_len:
+            return {}
+        return {
+            "xlnet_memory": ReplicaLocalState(
+                {"memory": self._memory, "memory_mask": self._memory_mask},
+                strategy=self.distribute_strategy,  # the one the model was built in
+            )
+        }
 
     def reset_memory(self):
         """Forget the memory of every row (the next batch starts new streams)."""
@@ -206,6 +230,7 @@ class XLNetPretrainer(TrainableModel):
             "mem_len": self.mem_len,
             "reuse_len": self.reuse_len,
             "batch_size": self.batch_size,
+            "bi_data": self.bi_data,
             "name": self.name,
         }
 

@@ -1,7 +1,8 @@
 """Checkpoints that let a killed run continue where it stopped.
 
-A checkpoint holds the model's and the optimizer's variables and the random states of
-dropout; the optimizer's step counter
+A checkpoint holds the model's and the optimizer's variables, the random states of
+dropout and the state a model returns from an optional `checkpoint_state()` (a dict of
+trackables, e.g. XLNet's memory of every replica); the optimizer's step counter
 says how many batches were trained, which is also the data position (the input pipelines are
 deterministic, so resuming skips that many batches). `tf.train.CheckpointManager` writes the
 files first and then atomically replaces the `checkpoint` index that points at the latest
@@ -52,6 +53,11 @@ class TrainingCheckpoint:
         self.checkpoint = tf.train.Checkpoint(
             model=model, optimizer=model.optimizer, random_states=random_states
         )
+        # State a model keeps outside its weights (XLNet's per-replica memory), offered by
+        # an optional `checkpoint_state() -> {name: trackable}`.
+        model_state = model.checkpoint_state() if hasattr(model, "checkpoint_state") else {}
+        if model_state:
+            self.checkpoint.model_state = model_state
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, write_directory, max_to_keep=max_to_keep
         )

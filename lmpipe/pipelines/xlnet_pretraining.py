@@ -29,8 +29,9 @@ class XLNetPretraining:
       streams; row r of each batch continues row r of the batch before, the first R tokens of
       an example being the text that follows the previous one's first R tokens, and the model
       attends to the cached states of the previous batch (`mem_len` of them, R by default).
-      The memory is dropped where a stream starts again, and at every restart of `fit`
-      (including a resume from a checkpoint: weights resume exactly, the memory starts empty).
+      The memory is dropped where a stream starts again and when a second `fit` starts the
+      streams again; the training checkpoints hold it (every replica's), so a run resumed
+      from `checkpoint_dir` continues exactly as an uninterrupted one.
 
     Args:
         tokenizer: a `WordPieceTokenizer` with `[PAD]`, `[SEP]`, `[CLS]` and `[MASK]`.
@@ -43,8 +44,10 @@ class XLNetPretraining:
             (must divide `seq_len` and `reuse_len`); None permutes each part whole.
         reuse_len: `R`, turns memory on (see above); None trains without memory.
         mem_len: cached states per layer; defaults to `reuse_len` (0 without memory).
-        bidirectional: half of the streams read the text backward, as XLNet's `bi_data`
-            (needs an even batch size per replica).
+        bidirectional: XLNet's `bi_data`: the second half of every batch (of every
+            replica's batch) reads the text backward, and the model gives those rows the
+            negated relative distances, so reversed text keeps its real geometry (needs an
+            even batch size per replica).
         model: an `XLNetConfig`; defaults to `XLNetConfig.tiny()` sized to the tokenizer's
             vocabulary (use `XLNetConfig.base(vocabulary_size=...)` for real runs).
 
@@ -161,7 +164,11 @@ class XLNetPretraining:
         An input pipeline feeds its `k` replicas in turn (element `i` goes to replica
         `i mod k`). With memory, one dataset of `k * per_replica` streams is split into `k`
         consecutive per-replica batches, so replica `j` always gets rows
-        `j * per_replica ...` of the streams, the ones its memory belongs to.
+        `j * per_replica ...` of the streams, the ones its memory belongs to. With
+        `bidirectional`, the dataset's first half reads forward and its second half backward;
+        replica `j` gets forward rows `j * h ... (j + 1) * h - 1` (`h = per_replica / 2`) and
+        then the same rows of the backward half, so that each replica's batch is half forward,
+        half backward, as the model's `bi_data` expects.
         """
         replicas = 1
         if input_context is not None:
@@ -172,6 +179,10 @@ class XLNetPretraining:
 
         def split(features, labels):
             def parts(tensor):  # [k * b, ...] -> [k, b, ...]
+                if self.options["bidirectional"]:
+                    half = [replicas, per_replica // 2, *tensor.shape[1:]]
+                    forward, backward = tf.split(tensor, 2)  # [k * b / 2, ...] each
+                    return tf.concat([tf.reshape(forward, half), tf.reshape(backward, half)], 1)
                 return tf.reshape(tensor, [replicas, per_replica, *tensor.shape[1:]])
 
             return tf.data.Dataset.from_tensor_slices(
@@ -190,6 +201,7 @@ class XLNetPretraining:
             mem_len=self.mem_len,
             reuse_len=self.reuse_len if self.mem_len else None,
             batch_size=batch_size if self.mem_len else None,
+            bi_data=self.options["bidirectional"],
         )
 
     @property

