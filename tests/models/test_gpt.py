@@ -170,6 +170,48 @@ def test_generation_stops_each_row_at_eos(model):
         assert np.all(tokens[row, end:] == 0)
 
 
+EOS = 4
+
+
+@pytest.fixture(scope="module")
+def eos_prone():
+    """A tiny GPT whose final LayerNorm bias adds 3 to the EOS logit (and a little to the
+    others): greedy decoding ends at once and sampling ends after a few tokens."""
+    keras.utils.set_random_seed(8)
+    eos_prone = gpt(GptConfig.tiny(vocabulary_size=VOCAB, dropout=0.0, max_sequence_length=40))
+    eos_embedding = keras.ops.convert_to_numpy(eos_prone.token_embedding.embeddings)[EOS]
+    norm = eos_prone.final_layer_norm
+    norm.beta.assign(norm.beta + 3.0 * eos_embedding / (eos_embedding @ eos_embedding))
+    return eos_prone
+
+
+@pytest.mark.parametrize("strategy", ["greedy", "top_k", "top_p"])
+def test_nothing_but_padding_follows_an_early_eos(eos_prone, strategy):
+    steps, pad_id = 8, 0
+    out = generate(
+        eos_prone,
+        MANY_PROMPTS,
+        MANY_MASKS,
+        max_new_tokens=steps,
+        strategy=strategy,
+        k=5,
+        p=0.9,
+        eos_id=EOS,
+        pad_id=pad_id,
+        seed=4,
+    )
+    tokens, mask = out["token_ids"].numpy(), out["padding_mask"].numpy()
+    ends = [np.flatnonzero(row == EOS)[:1] for row in tokens]
+    ends = [end[0] if len(end) else steps for end in ends]  # steps: no EOS
+    assert sum(end < steps - 1 for end in ends) >= len(tokens) // 2  # most rows end early
+    if strategy != "greedy":
+        assert len(set(ends)) > 2  # sampled rows end at different steps
+    for row, end in enumerate(ends):
+        length = min(end + 1, steps)
+        assert np.all(tokens[row, length:] == pad_id), tokens[row]
+        assert mask[row].tolist() == [1] * length + [0] * (steps - length)
+
+
 def test_generation_runs_in_a_tf_function_with_unknown_shapes(model):
     function = tf.function(
         lambda ids, mask: generate(model, ids, mask, max_new_tokens=4, strategy="top_p", seed=2),
