@@ -1,3 +1,5 @@
+import math
+
 import keras
 import numpy as np
 import pytest
@@ -233,6 +235,35 @@ def test_save_and_load_keep_the_logits(model, tmp_path):
     # The head is the token embedding itself, not a copy.
     assert len(restored.token_embedding.weights) == 1
     assert ids.shape == (1, 3)
+
+
+def test_residual_projections_start_at_gpt2s_smaller_scale():
+    config = GptConfig.tiny(
+        vocabulary_size=VOCAB, hidden_dim=64, num_heads=4, intermediate_dim=256, num_layers=4
+    )
+    keras.utils.set_random_seed(0)
+    model = gpt(config)
+
+    def std(kernels):
+        return np.concatenate([keras.ops.convert_to_numpy(k).ravel() for k in kernels]).std()
+
+    blocks = model.blocks
+    residual = [b.self_attention.output_dense.kernel for b in blocks]
+    residual += [b.output_dense.kernel for b in blocks]
+    others = [b.intermediate_dense.kernel for b in blocks]
+    others += [
+        getattr(b.self_attention, name).kernel
+        for b in blocks
+        for name in ("query_dense", "key_dense", "value_dense")
+    ]
+    # Keras' TruncatedNormal redraws values beyond 2 standard deviations: its samples have
+    # the standard deviation sqrt(1 - 4 phi(2) / (2 Phi(2) - 1)) = 0.88 times `stddev`.
+    phi = math.exp(-2.0) / math.sqrt(2.0 * math.pi)
+    truncation = math.sqrt(1.0 - 4.0 * phi / math.erf(2.0 / math.sqrt(2.0)))
+    scaled = 0.02 / math.sqrt(2 * config.num_layers)
+    # 81,920 and 114,688 draws: the relative sampling error of the std is below 0.5%.
+    assert std(residual) == pytest.approx(scaled * truncation, rel=0.03)
+    assert std(others) == pytest.approx(0.02 * truncation, rel=0.03)
 
 
 @pytest.mark.slow
