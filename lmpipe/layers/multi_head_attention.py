@@ -41,6 +41,9 @@ class MultiHeadAttention(keras.layers.Layer):
         use_bias: whether the projections have biases.
         kernel_initializer: initializer of the projection kernels.
         bias_initializer: initializer of the projection biases.
+        output_kernel_initializer: initializer of the output projection's kernel `W_O`;
+            defaults to `kernel_initializer` (GPT-2 scales it down, see
+            `TransformerDecoderBlock`).
 
     Call arguments:
         query: `[B, Q, d_model]`.
@@ -76,6 +79,7 @@ class MultiHeadAttention(keras.layers.Layer):
         use_bias=True,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
+        output_kernel_initializer=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -91,13 +95,20 @@ class MultiHeadAttention(keras.layers.Layer):
         self.use_bias = use_bias
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.output_kernel_initializer = (
+            None
+            if output_kernel_initializer is None
+            else keras.initializers.get(output_kernel_initializer)
+        )
 
-    def _projection(self, name, equation, output_shape, bias_axes):
+    def _projection(self, name, equation, output_shape, bias_axes, kernel_initializer=None):
         return keras.layers.EinsumDense(
             equation,
             output_shape=output_shape,
             bias_axes=bias_axes if self.use_bias else None,
-            kernel_initializer=clone_initializer(self.kernel_initializer),
+            kernel_initializer=clone_initializer(
+                self.kernel_initializer if kernel_initializer is None else kernel_initializer
+            ),
             bias_initializer=clone_initializer(self.bias_initializer),
             dtype=self.dtype_policy,
             name=name,
@@ -130,7 +141,11 @@ class MultiHeadAttention(keras.layers.Layer):
         )
         self.value_dense.build(value_shape)
         self.output_dense = self._projection(
-            "attention_output", "abcd,cde->abe", (None, output_dim), "e"
+            "attention_output",
+            "abcd,cde->abe",
+            (None, output_dim),
+            "e",
+            kernel_initializer=self.output_kernel_initializer,
         )
         self.output_dense.build((query_shape[0], query_shape[1], h, self._value_dim))
         self.attention = ScaledDotProductAttention(
@@ -235,6 +250,11 @@ class MultiHeadAttention(keras.layers.Layer):
                 "use_bias": self.use_bias,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+                "output_kernel_initializer": (
+                    None
+                    if self.output_kernel_initializer is None
+                    else keras.initializers.serialize(self.output_kernel_initializer)
+                ),
             }
         )
         return config

@@ -52,6 +52,11 @@ class TransformerDecoderBlock(keras.layers.Layer):
         kernel_initializer: initializer of all kernels; defaults to a truncated normal with
             standard deviation 0.02.
         bias_initializer: initializer of all biases.
+        residual_kernel_initializer: initializer of the kernels of the projections that
+            write into the residual stream (the attention output projections and the FFN's
+            `W_2`); defaults to `kernel_initializer`. GPT-2 gives them the standard
+            deviation 0.02 / sqrt(2 * num_layers), so that the residual stream's variance
+            does not grow with depth.
 
     Call arguments:
         decoder_sequence: `[B, T, H]`.
@@ -101,6 +106,7 @@ class TransformerDecoderBlock(keras.layers.Layer):
         window=None,
         kernel_initializer=None,
         bias_initializer="zeros",
+        residual_kernel_initializer=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -125,6 +131,11 @@ class TransformerDecoderBlock(keras.layers.Layer):
         self.window = window
         self.kernel_initializer = keras.initializers.get(kernel_initializer or bert_initializer())
         self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.residual_kernel_initializer = (
+            None
+            if residual_kernel_initializer is None
+            else keras.initializers.get(residual_kernel_initializer)
+        )
 
     def build(self, decoder_sequence_shape, encoder_sequence_shape=None):
         hidden_dim = decoder_sequence_shape[-1]
@@ -139,6 +150,13 @@ class TransformerDecoderBlock(keras.layers.Layer):
             "bias_initializer": clone_initializer(self.bias_initializer),
             "dtype": self.dtype_policy,
         }
+        # Without a residual initializer the block draws exactly as it always has.
+        residual_arguments = dense_arguments
+        if self.residual_kernel_initializer is not None:
+            residual_arguments = {
+                **dense_arguments,
+                "kernel_initializer": clone_initializer(self.residual_kernel_initializer),
+            }
 
         def layer_norm(name):
             norm = keras.layers.LayerNormalization(
@@ -151,6 +169,7 @@ class TransformerDecoderBlock(keras.layers.Layer):
             self.num_heads,
             dropout=self.attention_dropout,
             window=self.window,
+            output_kernel_initializer=self.residual_kernel_initializer,
             name="self_attention",
             **dense_arguments,
         )
@@ -163,6 +182,7 @@ class TransformerDecoderBlock(keras.layers.Layer):
             self.cross_attention = MultiHeadAttention(
                 self.num_heads,
                 dropout=self.attention_dropout,
+                output_kernel_initializer=self.residual_kernel_initializer,
                 name="cross_attention",
                 **dense_arguments,
             )
@@ -175,7 +195,9 @@ class TransformerDecoderBlock(keras.layers.Layer):
             **dense_arguments,
         )
         self.intermediate_dense.build(decoder_sequence_shape)
-        self.output_dense = keras.layers.Dense(hidden_dim, name="output_dense", **dense_arguments)
+        self.output_dense = keras.layers.Dense(
+            hidden_dim, name="output_dense", **residual_arguments
+        )
         self.output_dense.build(tuple(decoder_sequence_shape[:-1]) + (self.intermediate_dim,))
         self.output_layer_norm = layer_norm("output_layer_norm")
         self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
@@ -324,6 +346,11 @@ class TransformerDecoderBlock(keras.layers.Layer):
                 "window": self.window,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+                "residual_kernel_initializer": (
+                    None
+                    if self.residual_kernel_initializer is None
+                    else keras.initializers.serialize(self.residual_kernel_initializer)
+                ),
             }
         )
         return config

@@ -200,10 +200,12 @@ def beam_search(
 
     At each step every live hypothesis is extended by every token; of the best `2k`
     extensions, those ending in EOS that rank among the best `k` join the finished
-    hypotheses (the best `k` of which are kept) and the best `k` not ending in EOS continue
-    (so a beam of 1 is greedy search). A hypothesis is scored by its log-probability
-    divided by a length penalty of its length `n` (tokens generated, EOS included):
-    `"average"`: `n`; `"gnmt"`: `((5 + n) / 6)^alpha` (Wu et al., 2016); `None`: 1.
+    hypotheses (the best `k` of which are kept), those ending in EOS ranked lower are
+    dropped, and the best `k` not ending in EOS continue, as in Hugging Face's
+    `BeamSearchScorer`: a beam of 1 is greedy search, and no hypothesis grows past its EOS.
+    A hypothesis is scored by its log-probability divided by a length penalty of its
+    length `n` (tokens generated, EOS included): `"average"`: `n`; `"gnmt"`:
+    `((5 + n) / 6)^alpha` (Wu et al., 2016); `None`: 1.
     Hypotheses still alive after `max_length` tokens count as finished (truncated).
     The search stops early once no live hypothesis can beat the best finished one (the k-th
     with `return_all`): log-probabilities only decrease, so a live one's best possible score
@@ -303,8 +305,10 @@ def _beam_loop(
         top_ids = tf.gather(alive_ids, parents, batch_dims=1)  # [B, 2k, L]
         top_ids = tf.where(positions == step, top_tokens[:, :, None], top_ids)
         # An extension ending in EOS finishes only if it ranks among the k best, i.e. if it
-        # would have been kept in a beam of k: so a beam of 1 is greedy search.
-        ends = tf.logical_and(top_tokens == eos_id, tf.range(num_candidates)[None, :] < k)
+        # would have been kept in a beam of k: so a beam of 1 is greedy search. One ranked
+        # lower is dropped: the hypothesis it ends is complete and must not grow further.
+        is_eos = top_tokens == eos_id  # [B, 2k]
+        ends = tf.logical_and(is_eos, tf.range(num_candidates)[None, :] < k)
 
         # Hypotheses ending in EOS leave the beam and compete with the finished ones.
         penalty = _length_penalty(step + 1, length_penalty, alpha)
@@ -316,7 +320,7 @@ def _beam_loop(
 
         # The k best extensions not ending in EOS continue.
         alive_log_probs, best = tf.math.top_k(
-            tf.where(ends, negative_infinity, top_log_probs), k
+            tf.where(is_eos, negative_infinity, top_log_probs), k
         )  # [B, k]
         alive_ids = tf.gather(top_ids, best, batch_dims=1)
         tokens = tf.reshape(tf.gather(top_tokens, best, batch_dims=1), [-1])  # [B*k]

@@ -1,6 +1,7 @@
 """GPT: configuration presets and the decoder-only causal language model, with a KV cache."""
 
 import dataclasses
+import math
 
 import keras
 from keras import ops
@@ -104,6 +105,11 @@ class GptCausalLM(FunctionalTrainableModel):
     the weighted mean next-token cross-entropy, over the global batch under a distribution
     strategy. Metrics: `next_token_loss`, `next_token_accuracy`.
 
+    Initialization (GPT-2's): every kernel and embedding from a truncated normal of
+    standard deviation `initializer_range` (0.02), except the kernels that add to the
+    residual stream (each block's attention output projection and FFN `W_2`), which get
+    `initializer_range / sqrt(2 * num_layers)`.
+
     Incremental decoding: `initial_cache(batch_size, max_length)` and `call_with_cache`
     (see `lmpipe.models.generation.generate`).
 
@@ -155,6 +161,12 @@ class GptCausalLM(FunctionalTrainableModel):
                 normalize_first=True,
                 layer_norm_epsilon=config.layer_norm_epsilon,
                 kernel_initializer=bert_initializer(config.initializer_range),
+                # GPT-2 (section 2.3) scales the weights of the layers that add to the
+                # residual stream by 1/sqrt(N), N = 2 per block, so its variance does not
+                # grow with depth.
+                residual_kernel_initializer=bert_initializer(
+                    config.initializer_range / math.sqrt(2 * config.num_layers)
+                ),
                 name=f"block_{index}",
             )
             for index in range(config.num_layers)

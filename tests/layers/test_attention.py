@@ -171,6 +171,16 @@ def test_layers_pass_the_standard_checks(tmp_path):
     )
 
 
+def test_output_kernel_initializer_draws_only_the_output_projection():
+    layer = MultiHeadAttention(num_heads=2, output_kernel_initializer="ones")
+    restored = MultiHeadAttention.from_config(layer.get_config())
+    for attention in (layer, restored):
+        attention.build((2, 3, 8))
+        assert np.all(keras.ops.convert_to_numpy(attention.output_dense.kernel) == 1.0)
+        assert np.all(keras.ops.convert_to_numpy(attention.query_dense.kernel) != 1.0)
+    assert MultiHeadAttention(num_heads=2).get_config()["output_kernel_initializer"] is None
+
+
 def test_attention_dropout_applies_only_in_training():
     layer = MultiHeadAttention(num_heads=2, dropout=0.5)
     x = random_inputs()

@@ -346,6 +346,25 @@ def test_config_stores_every_argument_and_defaults():
     assert config["window"] is None
     assert config["kernel_initializer"]["class_name"] == "TruncatedNormal"
     assert config["kernel_initializer"]["config"]["stddev"] == 0.02
+    assert config["residual_kernel_initializer"] is None
+
+
+def test_residual_kernel_initializer_draws_only_the_projections_into_the_residual_stream():
+    block = _block(residual_kernel_initializer=keras.initializers.Constant(0.5))
+    restored = TransformerDecoderBlock.from_config(block.get_config())
+    restored.build((BATCH, DECODER_LENGTH, HIDDEN), (BATCH, ENCODER_LENGTH, HIDDEN))
+    for layer in (block, restored):
+        residual = [
+            layer.self_attention.output_dense.kernel,
+            layer.cross_attention.output_dense.kernel,
+            layer.output_dense.kernel,
+        ]
+        for kernel in residual:
+            assert np.all(keras.ops.convert_to_numpy(kernel) == 0.5)
+        others = [layer.intermediate_dense.kernel, layer.self_attention.query_dense.kernel]
+        others.append(layer.cross_attention.value_dense.kernel)
+        for kernel in others:
+            assert np.abs(keras.ops.convert_to_numpy(kernel) - 0.5).min() > 0  # Glorot draws
 
 
 def test_mixed_precision_cache_uses_compute_dtype():

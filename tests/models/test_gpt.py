@@ -1,3 +1,5 @@
+import math
+
 import keras
 import numpy as np
 import pytest
@@ -170,6 +172,48 @@ def test_generation_stops_each_row_at_eos(model):
         assert np.all(tokens[row, end:] == 0)
 
 
+EOS = 4
+
+
+@pytest.fixture(scope="module")
+def eos_prone():
+    """A tiny GPT whose final LayerNorm bias adds 3 to the EOS logit (and a little to the
+    others): greedy decoding ends at once and sampling ends after a few tokens."""
+    keras.utils.set_random_seed(8)
+    eos_prone = gpt(GptConfig.tiny(vocabulary_size=VOCAB, dropout=0.0, max_sequence_length=40))
+    eos_embedding = keras.ops.convert_to_numpy(eos_prone.token_embedding.embeddings)[EOS]
+    norm = eos_prone.final_layer_norm
+    norm.beta.assign(norm.beta + 3.0 * eos_embedding / (eos_embedding @ eos_embedding))
+    return eos_prone
+
+
+@pytest.mark.parametrize("strategy", ["greedy", "top_k", "top_p"])
+def test_nothing_but_padding_follows_an_early_eos(eos_prone, strategy):
+    steps, pad_id = 8, 0
+    out = generate(
+        eos_prone,
+        MANY_PROMPTS,
+        MANY_MASKS,
+        max_new_tokens=steps,
+        strategy=strategy,
+        k=5,
+        p=0.9,
+        eos_id=EOS,
+        pad_id=pad_id,
+        seed=4,
+    )
+    tokens, mask = out["token_ids"].numpy(), out["padding_mask"].numpy()
+    ends = [np.flatnonzero(row == EOS)[:1] for row in tokens]
+    ends = [end[0] if len(end) else steps for end in ends]  # steps: no EOS
+    assert sum(end < steps - 1 for end in ends) >= len(tokens) // 2  # most rows end early
+    if strategy != "greedy":
+        assert len(set(ends)) > 2  # sampled rows end at different steps
+    for row, end in enumerate(ends):
+        length = min(end + 1, steps)
+        assert np.all(tokens[row, length:] == pad_id), tokens[row]
+        assert mask[row].tolist() == [1] * length + [0] * (steps - length)
+
+
 def test_generation_runs_in_a_tf_function_with_unknown_shapes(model):
     function = tf.function(
         lambda ids, mask: generate(model, ids, mask, max_new_tokens=4, strategy="top_p", seed=2),
@@ -191,6 +235,35 @@ def test_save_and_load_keep_the_logits(model, tmp_path):
     # The head is the token embedding itself, not a copy.
     assert len(restored.token_embedding.weights) == 1
     assert ids.shape == (1, 3)
+
+
+def test_residual_projections_start_at_gpt2s_smaller_scale():
+    config = GptConfig.tiny(
+        vocabulary_size=VOCAB, hidden_dim=64, num_heads=4, intermediate_dim=256, num_layers=4
+    )
+    keras.utils.set_random_seed(0)
+    model = gpt(config)
+
+    def std(kernels):
+        return np.concatenate([keras.ops.convert_to_numpy(k).ravel() for k in kernels]).std()
+
+    blocks = model.blocks
+    residual = [b.self_attention.output_dense.kernel for b in blocks]
+    residual += [b.output_dense.kernel for b in blocks]
+    others = [b.intermediate_dense.kernel for b in blocks]
+    others += [
+        getattr(b.self_attention, name).kernel
+        for b in blocks
+        for name in ("query_dense", "key_dense", "value_dense")
+    ]
+    # Keras' TruncatedNormal redraws values beyond 2 standard deviations: its samples have
+    # the standard deviation sqrt(1 - 4 phi(2) / (2 Phi(2) - 1)) = 0.88 times `stddev`.
+    phi = math.exp(-2.0) / math.sqrt(2.0 * math.pi)
+    truncation = math.sqrt(1.0 - 4.0 * phi / math.erf(2.0 / math.sqrt(2.0)))
+    scaled = 0.02 / math.sqrt(2 * config.num_layers)
+    # 81,920 and 114,688 draws: the relative sampling error of the std is below 0.5%.
+    assert std(residual) == pytest.approx(scaled * truncation, rel=0.03)
+    assert std(others) == pytest.approx(0.02 * truncation, rel=0.03)
 
 
 @pytest.mark.slow

@@ -1,8 +1,11 @@
 import math
 
+import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
+from lmpipe.models.generation import generate
 from lmpipe.models.gpt import GptConfig
 from lmpipe.pipelines.gpt_pretraining import GptPretraining
 
@@ -73,6 +76,50 @@ def test_save_and_load_generate_the_same_text(trained, tmp_path):
         assert restored.generate(prompts, max_new_tokens=6, strategy=strategy) == pipe.generate(
             prompts, max_new_tokens=6, strategy=strategy
         )
+
+
+@pytest.fixture(scope="module")
+def eos_prone(bert_tokenizer):
+    """An untrained pipeline whose final LayerNorm bias adds 11 to the `[SEP]` logit (and a
+    little to the others): `[SEP]`, the end of a document, comes after a few tokens."""
+    keras.utils.set_random_seed(2)
+    pipe = GptPretraining(bert_tokenizer, seq_len=SEQ_LEN, model=tiny_config(bert_tokenizer))
+    pipe.model = pipe.build_model()
+    embeddings = keras.ops.convert_to_numpy(pipe.model.token_embedding.embeddings)
+    sep_embedding = embeddings[bert_tokenizer.sep_id]
+    norm = pipe.model.final_layer_norm
+    norm.beta.assign(norm.beta + 11.0 * sep_embedding / (sep_embedding @ sep_embedding))
+    return pipe
+
+
+@pytest.mark.parametrize("strategy", ["greedy", "top_k", "top_p"])
+def test_generated_text_ends_at_the_first_sep(eos_prone, strategy):
+    pipe, steps = eos_prone, 8
+    tokenizer = pipe.tokenizer
+    prompts = ["What say you, my lord", "I pray thee", "Good morrow", "Come, sir"] * 2
+    settings = dict(max_new_tokens=steps, strategy=strategy, k=50, p=0.9, seed=3)
+    texts = pipe.generate(prompts, **settings)
+    # The tokens behind the text: the prompts as `generate_texts` builds them, [SEP] first.
+    pieces = tokenizer.tokenize(tf.constant(prompts))
+    separators = tf.fill([len(prompts), 1], tf.constant(tokenizer.sep_id, tf.int32))
+    prompt_ids = tf.concat([separators, pieces], axis=1)
+    out = generate(
+        pipe.model,
+        prompt_ids.to_tensor(default_value=tokenizer.pad_id),
+        tf.ones_like(prompt_ids, tf.int32).to_tensor(),
+        eos_id=tokenizer.sep_id,
+        pad_id=tokenizer.pad_id,
+        **settings,
+    )
+    ended = 0
+    for text, tokens in zip(texts, out["token_ids"].numpy(), strict=True):
+        end = np.flatnonzero(tokens == tokenizer.sep_id)
+        end = end[0] if len(end) else steps
+        ended += end < steps - 1
+        assert np.all(tokens[end + 1 :] == tokenizer.pad_id), tokens
+        before = tokenizer.detokenize(tokens[None, :end], skip_special_tokens=True)
+        assert text == before[0].numpy().decode("utf-8")
+    assert ended >= len(prompts) // 2
 
 
 def test_bad_pipeline_arguments_are_rejected_with_their_name(bert_tokenizer, comedies):

@@ -1,17 +1,20 @@
 import pathlib
+import re
 
 import keras
 import numpy as np
 import pytest
 import sacrebleu
+import tensorflow as tf
 
 from lmpipe.datasets.parallel_text import ParallelCorpus
 from lmpipe.datasets.seq2seq_examples import TARGET_TOKENS
 from lmpipe.datasets.wordpiece import SPECIAL_TOKENS, WordPieceTokenizer
+from lmpipe.models.decoding import beam_search, greedy_search
 from lmpipe.models.rnn_seq2seq import RnnSeq2SeqConfig
 from lmpipe.models.seq2seq_trainer import Seq2SeqTrainer, label_smoothed_cross_entropy
 from lmpipe.models.transformer import TransformerConfig
-from lmpipe.pipelines.translation import Translation
+from lmpipe.pipelines.translation import _SPACE_AFTER, _SPACE_BEFORE, Translation
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 MAX_LEN = 24
@@ -168,6 +171,67 @@ def test_export_serves_the_same_translations_through_the_tf1_loader(trained, pai
         assert "tensorflow_text" in server.modules and "lmpipe" not in server.modules
         outputs = server.predict("serving_default", {"text": np.array(sources, dtype=object)})
     assert [t.decode("utf-8") for t in outputs["translation"]] == expected
+
+
+@pytest.fixture(scope="module")
+def eos_prone(tokenizer):
+    """An untrained tiny Transformer whose last LayerNorm bias adds 5 to the [EOS] logit
+    (and a little to the others): any step may end a translation, so beams meet EOS
+    extensions at every rank."""
+    keras.utils.set_random_seed(0)
+    pipe = Translation(
+        model=TINY_TRANSFORMER,
+        source_tokenizer=tokenizer,
+        max_source_len=MAX_LEN,
+        max_target_len=MAX_LEN,
+    )
+    pipe.model = pipe.build_model()
+    seq2seq = pipe.model.seq2seq
+    eos_embedding = keras.ops.convert_to_numpy(seq2seq.target_embedding.embeddings)[pipe.eos_id]
+    norm = seq2seq.decoder_blocks[-1].output_layer_norm  # post-LN: its output meets the head
+    norm.beta.assign(norm.beta + 5.0 * eos_embedding / (eos_embedding @ eos_embedding))
+    return pipe
+
+
+def _text_before_eos(pipe, ids):
+    """The text of the tokens before the first [EOS] of `ids`, spaced as `translate` does."""
+    ends = np.flatnonzero(ids == pipe.eos_id)
+    kept = ids[: ends[0]] if len(ends) else ids
+    text = pipe.target_tokenizer.detokenize(tf.constant([kept], tf.int32))[0]
+    text = re.sub(_SPACE_BEFORE, r"\1", text.numpy().decode("utf-8"))
+    return re.sub(_SPACE_AFTER, r"\1", text)
+
+
+@pytest.mark.parametrize("beam_width", [1, 2, 3])
+def test_translations_end_at_the_first_eos(eos_prone, pairs, beam_width):
+    pipe, length = eos_prone, 10
+    texts = list(ParallelCorpus.from_tsv(pairs).sources[:8])
+    pieces = pipe.source_tokenizer.tokenize(tf.constant(texts))[:, :MAX_LEN]
+    encoder_ids = pieces.to_tensor()
+    encoder_mask = tf.sequence_mask(pieces.row_lengths(), tf.shape(encoder_ids)[1])
+    search = dict(
+        bos_id=pipe.bos_id,
+        eos_id=pipe.eos_id,
+        max_length=length,
+        pad_id=pipe.target_tokenizer.pad_id,
+    )
+    seq2seq = pipe.model.seq2seq
+    if beam_width == 1:
+        best, _ = greedy_search(seq2seq, encoder_ids, encoder_mask, **search)
+        hypotheses = best
+    else:
+        best, _ = beam_search(seq2seq, encoder_ids, encoder_mask, beam_width=beam_width, **search)
+        hypotheses, _ = beam_search(
+            seq2seq, encoder_ids, encoder_mask, beam_width=beam_width, return_all=True, **search
+        )
+    hypotheses = np.asarray(hypotheses).reshape(-1, length)
+    ends = [np.flatnonzero(tokens == pipe.eos_id) for tokens in hypotheses]
+    assert sum(len(end) > 0 and end[0] < length - 1 for end in ends) >= len(texts) // 2
+    for tokens, end in zip(hypotheses, ends, strict=True):
+        if len(end):
+            assert np.all(tokens[end[0] + 1 :] == search["pad_id"]), tokens
+    translations = pipe.translate(texts, beam_width=beam_width, max_length=length)
+    assert translations == [_text_before_eos(pipe, tokens) for tokens in np.asarray(best)]
 
 
 def test_bad_arguments_are_rejected():
