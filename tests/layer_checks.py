@@ -8,7 +8,9 @@ named NumPy arrays passed as keyword arguments, the first one positionally) and 
 - a functional model around the layer survives `model.save("x.keras")` / `keras.models.load_model`
   with identical outputs;
 - the layer gives the same outputs inside `tf.function`, `tf.function(jit_compile=True)` and a
-  `tf.data` map.
+  `tf.data` map;
+- its randomly initialized weights are drawn independently (no weight starts as a copy of
+  another's values, which a shared initializer object would give).
 """
 
 import keras
@@ -37,6 +39,20 @@ def assert_trees_close(actual, expected, atol=1e-5):
         np.testing.assert_allclose(a, e, atol=atol, rtol=1e-5)
 
 
+def assert_weights_drawn_independently(layer):
+    """No two randomly initialized weights of `layer` start with the same values (an
+    initializer object reused by two sublayers draws the same numbers for both)."""
+    drawn = [
+        (weight.path, np.asarray(weight.numpy(), np.float64).ravel())
+        for weight in layer.weights
+        if len(np.unique(weight.numpy())) > 2  # random, not constants such as LSTM biases
+    ]
+    for index, (path, values) in enumerate(drawn):
+        for other_path, other in drawn[index + 1 :]:
+            common = min(len(values), len(other))
+            assert not np.array_equal(values[:common], other[:common]), (path, other_path)
+
+
 def check_layer(
     cls,
     init_kwargs,
@@ -59,6 +75,7 @@ def check_layer(
     outputs = _as_numpy_tree(layer(first, **rest, **call_kwargs))
     if expected_output_shape is not None:
         assert _first(outputs).shape == tuple(expected_output_shape)
+    assert_weights_drawn_independently(layer)
 
     config = layer.get_config()
     clone = cls.from_config(config)

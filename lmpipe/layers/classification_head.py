@@ -87,11 +87,15 @@ class ClassificationHead(keras.layers.Layer):
                 raise ValueError(
                     f"`cls_index`={self.cls_index} is outside a sequence of {length} positions."
                 )
-        dense_arguments = {
-            "kernel_initializer": clone_initializer(self.kernel_initializer),
-            "bias_initializer": clone_initializer(self.bias_initializer),
-            "dtype": self.dtype_policy,
-        }
+
+        def dense_arguments():
+            # A copy of the initializers per sublayer (see TransformerEncoderBlock.build).
+            return {
+                "kernel_initializer": clone_initializer(self.kernel_initializer),
+                "bias_initializer": clone_initializer(self.bias_initializer),
+                "dtype": self.dtype_policy,
+            }
+
         pooled_shape = (inputs_shape[0], inputs_shape[-1])
         self.pooler_dense = None
         if self.pooler_dim is not None:
@@ -99,13 +103,13 @@ class ClassificationHead(keras.layers.Layer):
                 self.pooler_dim,
                 activation=self.pooler_activation,
                 name="pooler_dense",
-                **dense_arguments,
+                **dense_arguments(),
             )
             self.pooler_dense.build(pooled_shape)
             pooled_shape = (inputs_shape[0], self.pooler_dim)
         self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
         self.output_dense = keras.layers.Dense(
-            self.num_classes, name="output_dense", **dense_arguments
+            self.num_classes, name="output_dense", **dense_arguments()
         )
         self.output_dense.build(pooled_shape)
         self.built = True

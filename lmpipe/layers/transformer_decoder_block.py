@@ -145,17 +145,16 @@ class TransformerDecoderBlock(keras.layers.Layer):
                 f"({self.num_heads})."
             )
         self.head_dim = hidden_dim // self.num_heads
-        dense_arguments = {
-            "kernel_initializer": clone_initializer(self.kernel_initializer),
-            "bias_initializer": clone_initializer(self.bias_initializer),
-            "dtype": self.dtype_policy,
-        }
-        # Without a residual initializer the block draws exactly as it always has.
-        residual_arguments = dense_arguments
-        if self.residual_kernel_initializer is not None:
-            residual_arguments = {
-                **dense_arguments,
-                "kernel_initializer": clone_initializer(self.residual_kernel_initializer),
+
+        def dense_arguments(kernel_initializer=None):
+            # A copy of the initializers per sublayer: one initializer object draws the same
+            # values at every call, which would start W_2 as a reshaped copy of W_1.
+            if kernel_initializer is None:
+                kernel_initializer = self.kernel_initializer
+            return {
+                "kernel_initializer": clone_initializer(kernel_initializer),
+                "bias_initializer": clone_initializer(self.bias_initializer),
+                "dtype": self.dtype_policy,
             }
 
         def layer_norm(name):
@@ -171,7 +170,7 @@ class TransformerDecoderBlock(keras.layers.Layer):
             window=self.window,
             output_kernel_initializer=self.residual_kernel_initializer,
             name="self_attention",
-            **dense_arguments,
+            **dense_arguments(),
         )
         self.self_attention.build(decoder_sequence_shape)
         self.self_attention_layer_norm = layer_norm("self_attention_layer_norm")
@@ -184,7 +183,7 @@ class TransformerDecoderBlock(keras.layers.Layer):
                 dropout=self.attention_dropout,
                 output_kernel_initializer=self.residual_kernel_initializer,
                 name="cross_attention",
-                **dense_arguments,
+                **dense_arguments(),
             )
             self.cross_attention.build(decoder_sequence_shape, encoder_sequence_shape)
             self.cross_attention_layer_norm = layer_norm("cross_attention_layer_norm")
@@ -192,11 +191,13 @@ class TransformerDecoderBlock(keras.layers.Layer):
             self.intermediate_dim,
             activation=self.activation,
             name="intermediate_dense",
-            **dense_arguments,
+            **dense_arguments(),
         )
         self.intermediate_dense.build(decoder_sequence_shape)
         self.output_dense = keras.layers.Dense(
-            hidden_dim, name="output_dense", **residual_arguments
+            hidden_dim,
+            name="output_dense",
+            **dense_arguments(self.residual_kernel_initializer),
         )
         self.output_dense.build(tuple(decoder_sequence_shape[:-1]) + (self.intermediate_dim,))
         self.output_layer_norm = layer_norm("output_layer_norm")

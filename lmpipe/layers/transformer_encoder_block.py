@@ -93,17 +93,22 @@ class TransformerEncoderBlock(keras.layers.Layer):
                 f"The hidden size ({hidden_dim}) must be divisible by `num_heads` "
                 f"({self.num_heads})."
             )
-        dense_arguments = {
-            "kernel_initializer": clone_initializer(self.kernel_initializer),
-            "bias_initializer": clone_initializer(self.bias_initializer),
-            "dtype": self.dtype_policy,
-        }
+
+        def dense_arguments():
+            # A copy of the initializers per sublayer: one initializer object draws the same
+            # values at every call, which would start W_2 as a reshaped copy of W_1.
+            return {
+                "kernel_initializer": clone_initializer(self.kernel_initializer),
+                "bias_initializer": clone_initializer(self.bias_initializer),
+                "dtype": self.dtype_policy,
+            }
+
         self.self_attention = MultiHeadAttention(
             self.num_heads,
             dropout=self.attention_dropout,
             window=self.window,
             name="self_attention",
-            **dense_arguments,
+            **dense_arguments(),
         )
         self.self_attention.build(inputs_shape)
         self.attention_layer_norm = keras.layers.LayerNormalization(
@@ -114,10 +119,10 @@ class TransformerEncoderBlock(keras.layers.Layer):
             self.intermediate_dim,
             activation=self.activation,
             name="intermediate_dense",
-            **dense_arguments,
+            **dense_arguments(),
         )
         self.intermediate_dense.build(inputs_shape)
-        self.output_dense = keras.layers.Dense(hidden_dim, name="output_dense", **dense_arguments)
+        self.output_dense = keras.layers.Dense(hidden_dim, name="output_dense", **dense_arguments())
         self.output_dense.build(tuple(inputs_shape[:-1]) + (self.intermediate_dim,))
         self.output_layer_norm = keras.layers.LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="output_layer_norm"
