@@ -60,7 +60,9 @@ def export_saved_model(
 
     The version directory appears complete or not at all: the SavedModel is written to a
     hidden `.tmp-lmpipe-*` directory in `base_dir` (TF Serving only considers integer names)
-    and renamed to its version number when it is finished.
+    and renamed to its version number when it is finished; with `overwrite=True` it is
+    swapped with the old version in one atomic step, so that the version is never missing.
+    What a killed export left in `base_dir` is cleared first (see `lmpipe.serving.versions`).
 
     Args:
         base_dir: the model's base directory, what TF Serving's `--model_base_path` points to
@@ -105,6 +107,7 @@ def export_saved_model(
     if not isinstance(pairs, bool):
         raise ValueError(f"`pairs` must be True or False, got pairs={pairs!r}.")
     warmup_texts = _check_warmup(warmup)
+    versions.remove_leftovers(base_dir)
     versions.check_not_exported(base_dir, version, overwrite)
 
     module = ServingModule(model, tokenizer, seq_len, outputs=outputs, pairs=pairs, layout=layout)
