@@ -9,6 +9,7 @@ lmpipe summarize bert --preset base
 """
 
 import argparse
+import json
 import os
 import sys
 
@@ -25,7 +26,10 @@ def _strategy(name):
     before TensorFlow runs anything else in the process."""
     from lmpipe.pipelines import distribution_strategy
 
-    return distribution_strategy(None if name == "none" else name)
+    try:
+        return distribution_strategy(None if name == "none" else name)
+    except ValueError as error:  # a malformed TF_CONFIG
+        raise SystemExit(f"error: --strategy {name}: {error}") from None
 
 
 def _corpus(pattern, corpus_format):
@@ -36,22 +40,151 @@ def _corpus(pattern, corpus_format):
     return TextCorpus.from_files(pattern, format=corpus_format)
 
 
+TOKENIZER_SOURCE = "source.json"
+"""Beside the tokenizer kept in `OUT/tokenizer`: what it (and the run) was made from."""
+
+
+def _tokenizer_source(arguments):
+    """What `OUT/tokenizer` is made from, as the options that say it: a run started again
+    in the same `--out` must give the same, or its tokenizer and checkpoints do not fit."""
+    return {
+        "corpus": os.path.abspath(arguments.corpus) if arguments.corpus else "shakespeare",
+        "format": arguments.format,
+        "vocab": os.path.abspath(arguments.vocab) if arguments.vocab else None,
+        "vocab_size": None if arguments.vocab else arguments.vocab_size,
+        "cased": arguments.cased,
+    }
+
+
+def _check_tokenizer_source(arguments):
+    """Refuse a run in an `--out` whose tokenizer was made from other options (another
+    corpus, vocabulary size, casing or vocabulary file), saying what differs."""
+    path = os.path.join(arguments.out, "tokenizer", TOKENIZER_SOURCE)
+    if not os.path.exists(path):
+        return
+    try:
+        with open(path, encoding="utf-8") as file:
+            recorded = json.load(file)
+    except (OSError, ValueError) as error:
+        raise SystemExit(
+            f"error: {path} is unreadable ({error}); delete {arguments.out} or use another --out"
+        ) from None
+    wanted = _tokenizer_source(arguments)
+    options = {
+        "corpus": "--corpus",
+        "format": "--format",
+        "vocab": "--vocab",
+        "vocab_size": "--vocab-size",
+        "cased": "--cased",
+    }
+    differences = [
+        f"{flag} {recorded.get(name)!r} then, {wanted[name]!r} now"
+        for name, flag in options.items()
+        if recorded.get(name) != wanted[name]
+    ]
+    if differences:
+        raise SystemExit(
+            f"error: {arguments.out} holds a run whose tokenizer was made from other options "
+            f"({'; '.join(differences)}); its tokenizer and checkpoints do not fit this "
+            "command: rerun with the same options to resume it, or use another --out"
+        )
+
+
 def _tokenizer(arguments, corpus):
-    """The vocabulary file given, else the one saved in `--out` by an earlier run of the same
-    command (so a resumed run uses the same ids), else one learned from the corpus."""
+    """The tokenizer kept in `--out` by an earlier run of the same command (so a resumed run
+    uses the same ids), else the vocabulary file given, else one learned from the corpus;
+    kept in `OUT/tokenizer` with what it was made from (`source.json`)."""
     from lmpipe.datasets import WordPieceTokenizer
 
-    if arguments.vocab:
-        return WordPieceTokenizer.from_vocab_file(arguments.vocab, lower_case=not arguments.cased)
     saved = os.path.join(arguments.out, "tokenizer")
-    if os.path.exists(os.path.join(saved, "vocab.txt")):
+    # tokenizer.json is written last: without it, a killed run left the tokenizer unfinished.
+    if os.path.exists(os.path.join(saved, "tokenizer.json")):
+        if not os.path.exists(os.path.join(saved, TOKENIZER_SOURCE)):
+            print(f"note: {saved} does not record what it was made from; using it as it is")
         return WordPieceTokenizer.load(saved)
-    print(f"Learning a {arguments.vocab_size}-token WordPiece vocabulary from the corpus...")
-    tokenizer = WordPieceTokenizer.train(
-        corpus, vocab_size=arguments.vocab_size, lower_case=not arguments.cased
-    )
+    # The record first: a run killed before the tokenizer is saved makes it again from the
+    # same options, never leaves a tokenizer without a record.
+    os.makedirs(saved, exist_ok=True)
+    with open(os.path.join(saved, TOKENIZER_SOURCE), "w", encoding="utf-8") as file:
+        json.dump(_tokenizer_source(arguments), file, indent=2)
+    if arguments.vocab:
+        tokenizer = WordPieceTokenizer.from_vocab_file(
+            arguments.vocab, lower_case=not arguments.cased
+        )
+    else:
+        print(f"Learning a {arguments.vocab_size}-token WordPiece vocabulary from the corpus...")
+        tokenizer = WordPieceTokenizer.train(
+            corpus, vocab_size=arguments.vocab_size, lower_case=not arguments.cased
+        )
     tokenizer.save(saved)
     return tokenizer
+
+
+def _check_pretrain_arguments(arguments, strategy):
+    """Check every option that can be checked without the corpus, before any work: steps
+    and epochs, the training options, the batch size against the replicas, and the pipeline's
+    own options (sequence length against the preset's positions, ...), the latter by making
+    the pipeline with a stand-in vocabulary of the special tokens."""
+    from lmpipe.datasets.wordpiece import MIN_LEARNED_TOKENS, SPECIAL_TOKENS, WordPieceTokenizer
+    from lmpipe.pipelines.distribution import per_replica_batch_size
+    from lmpipe.pipelines.training import check_training_values
+
+    _check_steps(arguments.steps, arguments.epochs)
+    minimum = len(SPECIAL_TOKENS) + MIN_LEARNED_TOKENS
+    if arguments.vocab is None and arguments.vocab_size < minimum:
+        raise SystemExit(
+            f"error: --vocab-size must be at least {minimum}, got {arguments.vocab_size}"
+        )
+    try:
+        check_training_values(
+            learning_rate=arguments.learning_rate,
+            checkpoint_every=arguments.checkpoint_every,
+            mixed_precision=arguments.mixed_precision,
+        )
+        per_replica_batch_size(strategy, arguments.batch_size)
+        stand_in = WordPieceTokenizer([*SPECIAL_TOKENS, "a"])
+        _pipeline(arguments, stand_in)
+    except ValueError as error:
+        raise SystemExit(f"error: {_as_flags(str(error))}") from None
+    _check_tokenizer_source(arguments)
+
+
+def _check_steps(steps, epochs):
+    """Refuse `--steps` that do not split into `--epochs` equal epochs, suggesting values."""
+    if steps < 1 or epochs < 1:
+        raise SystemExit(
+            f"error: --steps and --epochs must be positive, got --steps {steps} --epochs {epochs}"
+        )
+    if steps % epochs == 0:
+        return
+    below, above = steps // epochs * epochs, (steps // epochs + 1) * epochs
+    step_choices = " or ".join(str(value) for value in (below, above) if value >= epochs)
+    divisors = [d for d in range(1, steps + 1) if steps % d == 0]
+    fewer = max(d for d in divisors if d < epochs)
+    more = [d for d in divisors if d > epochs]
+    epoch_choices = " or ".join(str(value) for value in [fewer, *more[:1]])
+    raise SystemExit(
+        f"error: --steps {steps} does not split into --epochs {epochs} equal epochs (an epoch "
+        f"trains --steps / --epochs steps): use --steps {step_choices} with --epochs {epochs}, "
+        f"or --epochs {epoch_choices} with --steps {steps}"
+    )
+
+
+def _as_flags(message):
+    """A pipeline's message with its argument names spelled as the command's options."""
+    for name, flag in _OPTION_FLAGS.items():
+        message = message.replace(f"`{name}`", flag)
+    return message
+
+
+_OPTION_FLAGS = {
+    "seq_len": "--seq-len",
+    "reuse_len": "--reuse-len",
+    "mem_len": "--mem-len",
+    "batch_size": "--batch-size",
+    "learning_rate": "--learning-rate",
+    "checkpoint_every": "--checkpoint-every",
+}
 
 
 def _model_config(kind, preset, tokenizer, seq_len):
@@ -60,24 +193,25 @@ def _model_config(kind, preset, tokenizer, seq_len):
     if kind == "xlnet":
         return getattr(models.XLNetConfig, preset)(vocabulary_size=tokenizer.vocabulary_size)
     config_class = models.AlbertConfig if kind == "albert" else models.BertConfig
+    # A position table for seq_len (at least 128), never more than the preset has: a longer
+    # --seq-len is refused by the pipeline rather than given a table of any size.
+    positions = getattr(config_class, preset)().max_sequence_length
     return getattr(config_class, preset)(
-        vocabulary_size=tokenizer.vocabulary_size, max_sequence_length=max(seq_len, 128)
+        vocabulary_size=tokenizer.vocabulary_size,
+        max_sequence_length=min(max(seq_len, 128), positions),
     )
 
 
-def _pretrain(arguments):
-    strategy = _strategy(arguments.strategy)
+def _pipeline(arguments, tokenizer):
+    """The pretraining pipeline the options describe, for `tokenizer`."""
     from lmpipe.pipelines import AlbertPretraining, BertPretraining, XLNetPretraining
 
-    corpus = _corpus(arguments.corpus, arguments.format)
-    print(corpus.describe() if hasattr(corpus, "describe") else corpus)
-    tokenizer = _tokenizer(arguments, corpus)
     config = _model_config(arguments.model, arguments.preset, tokenizer, arguments.seq_len)
     if arguments.model == "xlnet":
         reuse_len = arguments.reuse_len
         if reuse_len is None:
             reuse_len = arguments.seq_len // 2
-        pipe = XLNetPretraining(
+        return XLNetPretraining(
             tokenizer,
             seq_len=arguments.seq_len,
             seed=arguments.seed,
@@ -85,22 +219,28 @@ def _pretrain(arguments):
             mem_len=arguments.mem_len,
             model=config,
         )
-    else:
-        pipeline_class = AlbertPretraining if arguments.model == "albert" else BertPretraining
-        pipe = pipeline_class(
-            tokenizer,
-            seq_len=arguments.seq_len,
-            objective=arguments.objective,
-            seed=arguments.seed,
-            model=config,
-        )
-    epochs = max(1, arguments.epochs)
-    steps_per_epoch = max(1, arguments.steps // epochs)
+    pipeline_class = AlbertPretraining if arguments.model == "albert" else BertPretraining
+    return pipeline_class(
+        tokenizer,
+        seq_len=arguments.seq_len,
+        objective=arguments.objective,
+        seed=arguments.seed,
+        model=config,
+    )
+
+
+def _pretrain(arguments):
+    strategy = _strategy(arguments.strategy)
+    _check_pretrain_arguments(arguments, strategy)
+    corpus = _corpus(arguments.corpus, arguments.format)
+    print(corpus.describe() if hasattr(corpus, "describe") else corpus)
+    tokenizer = _tokenizer(arguments, corpus)
+    pipe = _pipeline(arguments, tokenizer)
     pipe.fit(
         corpus,
         batch_size=arguments.batch_size,
-        epochs=epochs,
-        steps_per_epoch=steps_per_epoch,
+        epochs=arguments.epochs,
+        steps_per_epoch=arguments.steps // arguments.epochs,
         strategy=strategy,
         checkpoint_dir=os.path.join(arguments.out, "checkpoints"),
         checkpoint_every=arguments.checkpoint_every,
@@ -128,13 +268,14 @@ def _pretrain(arguments):
 
 
 def _load_pipeline(directory):
-    import json
-
     from lmpipe import pipelines
+    from lmpipe.pipelines.saved_pipeline import read_description
 
-    with open(os.path.join(directory, "pipeline.json")) as file:
-        name = json.load(file).get("pipeline")
-    pipeline_class = getattr(pipelines, name, None)
+    try:
+        name = read_description(directory).get("pipeline")
+    except ValueError as error:
+        raise SystemExit(f"error: {error}") from None
+    pipeline_class = getattr(pipelines, name, None) if isinstance(name, str) else None
     if pipeline_class is None:
         raise SystemExit(f"error: {directory} holds an unknown pipeline {name!r}")
     return pipeline_class.load(directory)

@@ -3,6 +3,7 @@
 import importlib.resources
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -36,3 +37,128 @@ def test_options_of_another_model_are_refused_before_any_work(tmp_path):
     with pytest.raises(SystemExit, match="are for xlnet"):
         main(["pretrain", "bert", "--out", str(tmp_path), "--reuse-len", "8"])
     assert not list(tmp_path.iterdir())
+
+
+VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "to", "be", "or", "not", "."]
+
+
+class FitReachedError(Exception):
+    """Raised by the patched `fit`: the test ends the command there."""
+
+
+@pytest.fixture
+def no_corpus(monkeypatch):
+    """Fail the test if the command reads its corpus."""
+    import lmpipe.cli
+
+    def read(*arguments):
+        raise AssertionError("the corpus was read before the options were checked")
+
+    monkeypatch.setattr(lmpipe.cli, "_corpus", read)
+
+
+@pytest.mark.usefixtures("no_corpus")
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (
+            ["--steps", "7", "--epochs", "2"],
+            "use --steps 6 or 8 with --epochs 2, or --epochs 1 or 7",
+        ),
+        (["--steps", "5", "--epochs", "10"], "use --steps 10 with --epochs 10, or --epochs 5"),
+        (["--steps", "0"], "--steps and --epochs must be positive"),
+        (["--seq-len", "1000000000"], "--seq-len must be at most 512"),
+        (["--seq-len", "4"], "--seq-len must be at least 5"),
+        (["--batch-size", "0"], "--batch-size must be a positive integer"),
+        (["--learning-rate", "nan"], "--learning-rate must be a positive finite number"),
+        (["--checkpoint-every", "0"], "--checkpoint-every must be a positive integer"),
+        (["--vocab-size", "50"], "--vocab-size must be at least 105"),
+    ],
+)
+def test_bert_options_are_checked_before_the_corpus_is_read(tmp_path, options, message):
+    from lmpipe.cli import main
+
+    with pytest.raises(SystemExit, match=re.escape(message)):
+        main(["pretrain", "bert", "--out", str(tmp_path), *options])
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.usefixtures("no_corpus")
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--seq-len", "1000000000"], "--seq-len must be at most 16384"),
+        (["--seq-len", "32", "--reuse-len", "40"], "--reuse-len must be in [1, seq_len - 5 = 27]"),
+        (["--mem-len", "-1"], "--mem-len must be a non-negative integer"),
+    ],
+)
+def test_xlnet_options_are_checked_before_the_corpus_is_read(tmp_path, options, message):
+    from lmpipe.cli import main
+
+    with pytest.raises(SystemExit, match=re.escape(message)):
+        main(["pretrain", "xlnet", "--out", str(tmp_path), *options])
+    assert not list(tmp_path.iterdir())
+
+
+def run_until_fit(monkeypatch, arguments):
+    """Run `lmpipe pretrain bert` up to `fit`; return the arguments fit was called with."""
+    from lmpipe.cli import main
+    from lmpipe.pipelines import BertPretraining
+
+    calls = []
+
+    def fit(self, corpus, **keywords):
+        calls.append(keywords)
+        raise FitReachedError
+
+    monkeypatch.setattr(BertPretraining, "fit", fit)
+    with pytest.raises(FitReachedError):
+        main(["pretrain", "bert", *arguments])
+    return calls[0]
+
+
+def test_the_steps_given_are_the_steps_trained(tmp_path, monkeypatch):
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(VOCABULARY) + "\n")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("to be or not .\nto be .\n\nnot to be .\nor not .\n")
+    common = ["--out", str(tmp_path / "run"), "--vocab", str(vocab), "--corpus", str(corpus)]
+    fit = run_until_fit(monkeypatch, [*common, "--steps", "6", "--epochs", "3"])
+    assert (fit["epochs"], fit["steps_per_epoch"]) == (3, 2)
+
+
+def test_another_tokenizer_source_in_the_same_out_is_refused(tmp_path, monkeypatch):
+    from lmpipe.cli import main
+
+    first, second = tmp_path / "first.txt", tmp_path / "second.txt"
+    for path in (first, second):
+        path.write_text("\n".join(VOCABULARY) + "\n")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("to be or not .\nto be .\n\nnot to be .\nor not .\n")
+    out = tmp_path / "run"
+    common = ["--out", str(out), "--corpus", str(corpus), "--steps", "2"]
+    run_until_fit(monkeypatch, [*common, "--vocab", str(first)])
+    with open(out / "tokenizer" / "source.json") as file:
+        assert json.load(file)["vocab"] == str(first)
+    run_until_fit(monkeypatch, [*common, "--vocab", str(first)])  # the same run: resumes
+
+    refusals = [
+        (["--vocab", str(second)], f"--vocab {str(first)!r} then, {str(second)!r} now"),
+        (["--vocab", str(first), "--cased"], "--cased False then, True now"),
+        (["--vocab-size", "500"], "--vocab-size None then, 500 now"),
+    ]
+    for options, difference in refusals:
+        with pytest.raises(SystemExit, match=re.escape(difference)):
+            main(["pretrain", "bert", *common, *options])
+    other = tmp_path / "other.txt"
+    other.write_text("not to be .\n")
+    with pytest.raises(SystemExit, match=re.escape(f"--corpus {str(corpus)!r} then")):
+        main(["pretrain", "bert", "--out", str(out), "--corpus", str(other), "--vocab", str(first)])
+
+
+def test_export_of_a_damaged_pipeline_names_the_file(tmp_path):
+    from lmpipe.cli import main
+
+    (tmp_path / "pipeline.json").write_text('{"pipeline": "BertPretraining",')
+    with pytest.raises(SystemExit, match=r"pipeline\.json is not valid JSON \(line 1"):
+        main(["export", str(tmp_path), str(tmp_path / "serving")])

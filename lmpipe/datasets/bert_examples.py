@@ -14,6 +14,7 @@ pipeline reads its own shard and uses its own seeds.
 
 import tensorflow as tf
 
+from lmpipe.datasets import packing
 from lmpipe.datasets.corpus import pipeline_position
 from lmpipe.datasets.packing import pack_segments
 from lmpipe.datasets.sentence_pairs import gather_spans, pair_spans
@@ -29,15 +30,11 @@ def special_token_count(objective):
     return 3 if PAIR_MODES[objective] != "single" else 2
 
 
-def check_sequence_length(seq_len, objective):
-    """Raise unless `seq_len` holds the special tokens plus one token per segment."""
+def check_sequence_length(seq_len, objective, max_length=None, limit="the model's positions"):
+    """Raise unless `seq_len` holds the special tokens plus one token per segment of
+    `objective`, and is at most `max_length` (see `packing.check_sequence_length`)."""
     segments = 1 if PAIR_MODES[objective] == "single" else 2
-    minimum = special_token_count(objective) + segments
-    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < minimum:
-        raise ValueError(
-            f"`seq_len` must be at least {minimum} for objective {objective!r} (its special "
-            f"tokens plus one token per segment), got seq_len={seq_len!r}."
-        )
+    packing.check_sequence_length(seq_len, segments, max_length, limit)
 
 
 def _document_fingerprints(documents):

@@ -6,10 +6,44 @@ Shared by the pretraining examples, the fine-tuning pipeline and the serving sig
 that a text is packed the same way in training and in serving.
 """
 
+import numbers
+
 import tensorflow as tf
 import tensorflow_text as tf_text
 
 LAYOUTS = ("bert", "xlnet")
+
+
+def min_sequence_length(segments):
+    """The shortest packed sequence of `segments` segments: a `[SEP]` per segment and one
+    `[CLS]` (in either layout) plus one token of each segment."""
+    return 2 * segments + 1
+
+
+def check_sequence_length(seq_len, segments=1, max_length=None, limit="the model's positions"):
+    """Raise a ValueError naming `seq_len` unless it is an integer that holds the special
+    tokens and one token of each of `segments` segments, and is at most `max_length`.
+
+    Training examples and serving signatures are packed the same way, so training and export
+    check their lengths with this one rule.
+
+    Args:
+        seq_len: the length of the packed sequences, special tokens included.
+        segments: 1 (a text) or 2 (a pair).
+        max_length: the longest length the model takes (its position table), or None.
+        limit: what sets `max_length`, for the message.
+    """
+    minimum = min_sequence_length(segments)
+    if isinstance(seq_len, bool) or not isinstance(seq_len, numbers.Integral) or seq_len < minimum:
+        what = "a text" if segments == 1 else "a pair"
+        raise ValueError(
+            f"`seq_len` must be at least {minimum} for {what} (an integer: {segments + 1} "
+            f"special tokens and one token per segment), got seq_len={seq_len!r}."
+        )
+    if max_length is not None and seq_len > max_length:
+        raise ValueError(
+            f"`seq_len` must be at most {max_length} ({limit}), got seq_len={seq_len!r}."
+        )
 
 
 def pack_segments(tokenizer, segments, seq_len, layout="bert"):

@@ -25,10 +25,10 @@ positions (the part the next segment keeps as memory) come before all the others
 order is sampled inside each part, as XLNet's `_convert_example` does.
 """
 
-import numbers
-
 import numpy as np
 import tensorflow as tf
+
+from lmpipe.layers.arguments import check_number
 
 _SPAN_LENGTHS, _GAPS, _BUDGET, _ORDER = 0, 1, 2, 3  # the random streams
 # Mean cycles (span plus gap) laid out before the first word, so that the first words are
@@ -149,15 +149,7 @@ class PermutationLM:
                 f"`max_predictions` must be at most seq_len={seq_len} (one target per "
                 f"position), got max_predictions={max_predictions!r}."
             )
-        if (
-            isinstance(mask_alpha, bool)
-            or not isinstance(mask_alpha, numbers.Real)
-            or not mask_alpha >= 2
-        ):
-            raise ValueError(
-                "`mask_alpha` must be a number >= 2 (one word in mask_alpha is predicted), "
-                f"got mask_alpha={mask_alpha!r}."
-            )
+        check_number("mask_alpha", mask_alpha, minimum=2)  # one word in mask_alpha predicted
         _check_int("max_span", max_span, 1)
         if reuse_len is not None:
             _check_int("reuse_len", reuse_len, 0)

@@ -43,10 +43,11 @@ import numbers
 import tensorflow as tf
 
 from lmpipe.datasets.corpus import pipeline_position
-from lmpipe.datasets.packing import pack_segments
-from lmpipe.datasets.permutation import PermutationLM
+from lmpipe.datasets.packing import check_sequence_length, pack_segments
+from lmpipe.datasets.permutation import MAX_SEQ_LEN, PermutationLM
 from lmpipe.datasets.sentence_pairs import gather_spans, pair_spans
 from lmpipe.datasets.shuffling import by_epoch, window_shuffle
+from lmpipe.layers.arguments import check_number
 
 NUM_SPECIAL_TOKENS = 3  # A <sep> B <sep> <cls>
 # The special tokens XLNet's layout needs, by the tokenizer attribute holding their id.
@@ -87,14 +88,26 @@ def special_ids(tokenizer):
 
 
 def check_xlnet_arguments(
-    seq_len, max_predictions, reuse_len, perm_size, batch_size, bidirectional
+    seq_len,
+    max_predictions,
+    reuse_len,
+    perm_size,
+    batch_size,
+    bidirectional,
+    mask_alpha=6,
+    max_span=5,
 ):
     """Raise a ValueError naming the parameter unless the arguments fit together."""
     if isinstance(reuse_len, bool) or (
         reuse_len is not None and not isinstance(reuse_len, numbers.Integral)
     ):
         raise ValueError(f"`reuse_len` must be None or an integer, got reuse_len={reuse_len!r}.")
-    _check_int("seq_len", seq_len, 1)
+    check_sequence_length(
+        seq_len,
+        segments=2,
+        max_length=MAX_SEQ_LEN,
+        limit="the longest XLNet example (the permutation's order keys are 64-bit)",
+    )
     minimum = NUM_SPECIAL_TOKENS + 2 + max(reuse_len or 0, 0)
     if reuse_len is not None and not 1 <= reuse_len <= seq_len - NUM_SPECIAL_TOKENS - 2:
         raise ValueError(
@@ -106,6 +119,8 @@ def check_xlnet_arguments(
             f"`seq_len` must be at least {minimum}: 3 special tokens (<sep>, <sep>, <cls>) and "
             f"one token of A and of B, got seq_len={seq_len!r}."
         )
+    check_number("mask_alpha", mask_alpha, minimum=2)
+    check_number("max_span", max_span, minimum=1, integer=True)
     _check_int("max_predictions", max_predictions, 1)
     maskable = seq_len - NUM_SPECIAL_TOKENS
     if max_predictions > maskable:

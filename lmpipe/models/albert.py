@@ -6,6 +6,7 @@ from lmpipe.layers.bert_embedding import BertEmbedding
 from lmpipe.layers.initializers import bert_initializer
 from lmpipe.layers.transformer_encoder_block import TransformerEncoderBlock
 from lmpipe.models.bert import _check_encoder_config, encoder_inputs, encoder_outputs
+from lmpipe.models.config_checks import check_positive_integers
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,14 +34,7 @@ class AlbertConfig:
 
     def __post_init__(self):
         _check_encoder_config(self)
-        if (
-            isinstance(self.embedding_dim, bool)
-            or not isinstance(self.embedding_dim, int)
-            or self.embedding_dim < 1
-        ):
-            raise ValueError(
-                f"`embedding_dim` must be a positive integer, got {self.embedding_dim!r}."
-            )
+        check_positive_integers(self, "embedding_dim")
 
     @classmethod
     def tiny(cls, **overrides):

@@ -8,7 +8,12 @@ from keras import ops
 from lmpipe.layers.bert_embedding import BertEmbedding
 from lmpipe.layers.initializers import bert_initializer
 from lmpipe.layers.transformer_encoder_block import TransformerEncoderBlock
-from lmpipe.models.config_checks import check_heads, check_positive_integers, check_rates
+from lmpipe.models.config_checks import (
+    check_heads,
+    check_positive_integers,
+    check_positive_numbers,
+    check_rates,
+)
 
 
 def _check_encoder_config(config):
@@ -25,6 +30,7 @@ def _check_encoder_config(config):
     )
     check_heads(config)
     check_rates(config, "dropout", "attention_dropout")
+    check_positive_numbers(config, "layer_norm_epsilon", "initializer_range")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,7 +8,12 @@ from keras import ops
 
 from lmpipe.layers.initializers import bert_initializer
 from lmpipe.layers.transformer_decoder_block import TransformerDecoderBlock
-from lmpipe.models.config_checks import check_heads, check_positive_integers, check_rates
+from lmpipe.models.config_checks import (
+    check_heads,
+    check_positive_integers,
+    check_positive_numbers,
+    check_rates,
+)
 from lmpipe.models.trainable import FunctionalTrainableModel, global_sum
 
 
@@ -47,10 +52,7 @@ class GptConfig:
         )
         check_heads(self)
         check_rates(self, "dropout")
-        for name in ("layer_norm_epsilon", "initializer_range"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise ValueError(f"`{name}` must be a positive number, got {name}={value!r}.")
+        check_positive_numbers(self, "layer_norm_epsilon", "initializer_range")
 
     @classmethod
     def tiny(cls, **overrides):

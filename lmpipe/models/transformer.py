@@ -9,7 +9,12 @@ from keras import ops
 from lmpipe.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
 from lmpipe.layers.transformer_decoder_block import TransformerDecoderBlock
 from lmpipe.layers.transformer_encoder_block import TransformerEncoderBlock
-from lmpipe.models.config_checks import check_heads, check_positive_integers, check_rates
+from lmpipe.models.config_checks import (
+    check_heads,
+    check_positive_integers,
+    check_positive_numbers,
+    check_rates,
+)
 from lmpipe.models.decoding import Seq2SeqModel
 
 SEQ2SEQ_INPUTS = ("encoder_ids", "encoder_mask", "decoder_ids", "decoder_mask")
@@ -62,10 +67,7 @@ class TransformerConfig:
         )
         check_heads(self)
         check_rates(self, "dropout", "attention_dropout")
-        if not isinstance(self.layer_norm_epsilon, (int, float)) or self.layer_norm_epsilon <= 0:
-            raise ValueError(
-                f"`layer_norm_epsilon` must be positive, got {self.layer_norm_epsilon!r}."
-            )
+        check_positive_numbers(self, "layer_norm_epsilon")
         if self.share_embeddings and self.target_vocabulary_size not in (
             None,
             self.vocabulary_size,

@@ -8,7 +8,12 @@ from keras import ops
 from lmpipe.layers.initializers import clone_initializer
 from lmpipe.layers.relative_position_encoding import RelativePositionEncoding
 from lmpipe.layers.two_stream_relative_attention import TwoStreamRelativeAttention
-from lmpipe.models.config_checks import check_heads, check_positive_integers, check_rates
+from lmpipe.models.config_checks import (
+    check_heads,
+    check_positive_integers,
+    check_positive_numbers,
+    check_rates,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,10 +53,7 @@ class XLNetConfig:
         if self.hidden_dim % 2:
             raise ValueError(f"`hidden_dim` must be even, got hidden_dim={self.hidden_dim}.")
         check_rates(self, "dropout", "attention_dropout")
-        if not self.initializer_range > 0:
-            raise ValueError(
-                f"`initializer_range` must be positive, got {self.initializer_range!r}."
-            )
+        check_positive_numbers(self, "layer_norm_epsilon", "initializer_range")
 
     @classmethod
     def tiny(cls, **overrides):

@@ -4,13 +4,23 @@ import math
 
 import keras
 
-from lmpipe.datasets.bert_examples import PAIR_MODES, bert_examples, check_sequence_length
+from lmpipe.datasets.bert_examples import (
+    PAIR_MODES,
+    bert_examples,
+    check_sequence_length,
+    special_token_count,
+)
 from lmpipe.datasets.masking import MaskedLMMasker
+from lmpipe.datasets.packing import min_sequence_length
+from lmpipe.layers.arguments import check_number
 from lmpipe.models.albert import AlbertConfig
 from lmpipe.models.bert import BertConfig
 from lmpipe.models.pretraining import BertPretrainer, _config_from_dict, _config_to_dict
 from lmpipe.pipelines.saved_pipeline import SavedPipeline, save_pipeline
 from lmpipe.pipelines.training import check_training_options, one_pass_steps, train
+
+# The positions of the default model: BERT's, or seq_len if shorter (at least 128).
+DEFAULT_MAX_SEQUENCE_LENGTH = 512
 
 
 class BertPretraining:
@@ -37,8 +47,10 @@ class BertPretraining:
         max_ngram: mask spans of up to n words, p(n) ~ 1/n (ALBERT uses 3).
         short_seq_prob: probability of a shorter target length (0.1).
         model: the encoder's configuration, a `BertConfig` (or `AlbertConfig`); defaults to
-            `BertConfig.small()` sized to the tokenizer's vocabulary and `seq_len`. Its
-            `vocabulary_size` must equal the tokenizer's.
+            `BertConfig.small()` sized to the tokenizer's vocabulary, with `max(seq_len, 128)`
+            positions, at most 512 (a longer `seq_len` needs a config with more positions).
+            Its `vocabulary_size` must equal the tokenizer's and its `max_sequence_length`
+            hold `seq_len`.
 
     Example:
 
@@ -75,11 +87,19 @@ class BertPretraining:
         check_sequence_length(seq_len, objective)
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ValueError(f"`seed` must be an int, got seed={seed!r}.")
-        if not 0.0 <= short_seq_prob <= 1.0:
-            raise ValueError(f"`short_seq_prob` must be in [0, 1], got {short_seq_prob!r}.")
+        check_number("short_seq_prob", short_seq_prob, minimum=0, maximum=1)
+        check_number("selection_rate", selection_rate, above=0, maximum=1)
+        maskable = seq_len - special_token_count(objective)
         if max_predictions is None:
-            max_predictions = max(1, math.ceil(seq_len * selection_rate))
-        self.model_config = self._model_config(model, tokenizer, seq_len)
+            max_predictions = max(1, min(math.ceil(seq_len * selection_rate), maskable))
+        check_number("max_predictions", max_predictions, minimum=1, integer=True)
+        if max_predictions > maskable:
+            raise ValueError(
+                f"`max_predictions` must be at most {maskable}, the tokens of a "
+                f"seq_len={seq_len} example that can be predicted (minus its "
+                f"{seq_len - maskable} special tokens), got max_predictions={max_predictions!r}."
+            )
+        self.model_config = self._model_config(model, tokenizer, seq_len, objective)
         self.options = {
             "seq_len": seq_len,
             "objective": objective,
@@ -157,11 +177,13 @@ class BertPretraining:
 
     default_config = BertConfig.small
 
-    def _model_config(self, config, tokenizer, seq_len):
+    def _model_config(self, config, tokenizer, seq_len, objective):
         if config is None:
+            # A position table for seq_len (at least 128), up to BERT's 512: longer sequences
+            # need a config that says so, rather than a table as long as any seq_len given.
             config = self.default_config(
                 vocabulary_size=tokenizer.vocabulary_size,
-                max_sequence_length=max(seq_len, 128),
+                max_sequence_length=min(max(seq_len, 128), DEFAULT_MAX_SEQUENCE_LENGTH),
             )
         if not isinstance(config, (BertConfig, AlbertConfig)):
             raise ValueError(f"`model` must be a BertConfig or an AlbertConfig, got {config!r}.")
@@ -170,11 +192,12 @@ class BertPretraining:
                 f"The model's vocabulary_size ({config.vocabulary_size}) differs from the "
                 f"tokenizer's ({tokenizer.vocabulary_size})."
             )
-        if config.max_sequence_length < seq_len:
-            raise ValueError(
-                f"`seq_len`={seq_len} exceeds the model's max_sequence_length "
-                f"({config.max_sequence_length})."
-            )
+        check_sequence_length(
+            seq_len,
+            objective,
+            config.max_sequence_length,
+            "the model's max_sequence_length",
+        )
         return config
 
     # Model ------------------------------------------------------------------------------------
@@ -303,6 +326,8 @@ class BertPretraining:
             self.seq_len,
             version=version,
             overwrite=overwrite,
+            # Text pairs only where a pair fits with a token of each text, as in training.
+            pairs=self.seq_len >= min_sequence_length(2),
         )
 
 

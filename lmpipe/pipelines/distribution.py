@@ -27,10 +27,35 @@ def check_tf_config():
             raise ValueError(f"TF_CONFIG cluster job {job!r} must be a list of 'host:port'.")
     if not isinstance(task, dict) or "type" not in task or "index" not in task:
         raise ValueError(f"TF_CONFIG needs a 'task' with 'type' and 'index', got {raw!r}.")
-    job = task["type"]
-    if job not in cluster or not 0 <= int(task["index"]) < len(cluster[job]):
-        raise ValueError(f"TF_CONFIG task {task!r} is not in its cluster {cluster!r}.")
+    job, index = task["type"], task["index"]
+    if not isinstance(job, str) or job not in cluster:
+        raise ValueError(
+            f"TF_CONFIG task type {job!r} is not a job of its cluster (jobs: "
+            f"{', '.join(sorted(cluster))}): {raw!r}."
+        )
+    if isinstance(index, str) and index.isdigit():  # TensorFlow reads it with int()
+        index = int(index)
+    if isinstance(index, bool) or not isinstance(index, int):
+        raise ValueError(
+            f"TF_CONFIG task index must be an integer (this task's position in the list of "
+            f"job {job!r}), got {index!r}: {raw!r}."
+        )
+    if not 0 <= index < len(cluster[job]):
+        raise ValueError(
+            f"TF_CONFIG task index {index} is out of range: job {job!r} has "
+            f"{len(cluster[job])} task(s), indices 0 to {len(cluster[job]) - 1}: {raw!r}."
+        )
     return config
+
+
+def check_strategy(strategy):
+    """Raise a ValueError unless `strategy` is a known name or a `tf.distribute.Strategy`."""
+    known = strategy is None or (isinstance(strategy, str) and strategy in STRATEGY_NAMES)
+    if not known and not isinstance(strategy, tf.distribute.Strategy):
+        raise ValueError(
+            f"Unknown `strategy` {strategy!r}: use None, 'mirrored', 'multi_worker' or a "
+            "tf.distribute.Strategy."
+        )
 
 
 def distribution_strategy(strategy=None):
@@ -46,16 +71,13 @@ def distribution_strategy(strategy=None):
     """
     if isinstance(strategy, tf.distribute.Strategy):
         return strategy
-    if strategy not in STRATEGY_NAMES:
-        raise ValueError(
-            f"Unknown `strategy` {strategy!r}: use None, 'mirrored', 'multi_worker' or a "
-            "tf.distribute.Strategy."
-        )
+    check_strategy(strategy)
     if strategy in (None, "default"):
         return tf.distribute.get_strategy()
+    # MirroredStrategy reads TF_CONFIG too (to refuse a cluster): a malformed one is named.
+    check_tf_config()
     if strategy == "mirrored":
         return tf.distribute.MirroredStrategy()
-    check_tf_config()
     try:
         return tf.distribute.MultiWorkerMirroredStrategy()
     except RuntimeError as error:

@@ -197,10 +197,9 @@ class GptPretraining(LanguageModelPretraining):
     config_class = GptConfig
 
     def default_config(self):
-        return GptConfig.small(
-            vocabulary_size=self.tokenizer.vocabulary_size,
-            max_sequence_length=max(self.seq_len, 1024),
-        )
+        # GPT-2's 1024 positions: longer sequences need a config that says so, rather than a
+        # position table as long as any seq_len given.
+        return GptConfig.small(vocabulary_size=self.tokenizer.vocabulary_size)
 
     def _model_config(self, config):
         config = super()._model_config(config)

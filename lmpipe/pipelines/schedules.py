@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from lmpipe.layers.arguments import check_number
+
 
 @keras.saving.register_keras_serializable(package="lmpipe")
 class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
@@ -14,9 +16,11 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
     """
 
     def __init__(self, peak_learning_rate, warmup_steps, total_steps, end_learning_rate=0.0):
-        if peak_learning_rate <= 0:
-            raise ValueError(f"`learning_rate` must be positive, got {peak_learning_rate!r}.")
-        if warmup_steps < 0 or total_steps < 1 or warmup_steps > total_steps:
+        check_number("learning_rate", peak_learning_rate, above=0)
+        check_number("warmup_steps", warmup_steps, minimum=0, integer=True)
+        check_number("total_steps", total_steps, minimum=1, integer=True)
+        check_number("end_learning_rate", end_learning_rate, minimum=0)
+        if warmup_steps > total_steps:
             raise ValueError(
                 "Need 0 <= `warmup_steps` <= `total_steps` and `total_steps` >= 1, got "
                 f"warmup_steps={warmup_steps!r}, total_steps={total_steps!r}."
@@ -69,11 +73,9 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
     """
 
     def __init__(self, d_model, warmup_steps=4000, factor=1.0):
-        for name, value in (("d_model", d_model), ("warmup_steps", warmup_steps)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"`{name}` must be a positive integer, got {name}={value!r}.")
-        if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor <= 0:
-            raise ValueError(f"`factor` must be a positive number, got factor={factor!r}.")
+        check_number("d_model", d_model, minimum=1, integer=True)
+        check_number("warmup_steps", warmup_steps, minimum=1, integer=True)
+        check_number("factor", factor, above=0)
         self.d_model = d_model
         self.warmup_steps = warmup_steps
         self.factor = float(factor)

@@ -9,7 +9,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from lmpipe.datasets.packing import pack_texts
+from lmpipe.datasets.packing import min_sequence_length, pack_texts
 from lmpipe.datasets.shuffling import by_epoch, window_shuffle
 from lmpipe.datasets.wordpiece import WordPieceTokenizer
 from lmpipe.models.pretrained import bert_from_pretrained
@@ -447,6 +447,8 @@ class TextClassifier:
             self.seq_len,
             version=version,
             overwrite=overwrite,
+            # Text pairs only where a pair fits with a token of each text, as in training.
+            pairs=self.seq_len >= min_sequence_length(2),
         )
 
 

@@ -6,8 +6,10 @@ import os
 
 import keras
 
+from lmpipe.layers.arguments import check_number
 from lmpipe.pipelines.checkpointing import CheckpointCallback, TrainingCheckpoint
 from lmpipe.pipelines.distribution import (
+    check_strategy,
     distributed_dataset,
     distribution_strategy,
     is_chief,
@@ -98,7 +100,8 @@ def train(
         epochs, steps_per_epoch: `epochs * steps_per_epoch` steps in all.
 
     Training options (what a pipeline's `fit` takes as `**training_options`, see
-    `TRAINING_OPTIONS`; a pipeline may change a default, e.g. `learning_rate`):
+    `TRAINING_OPTIONS`; a pipeline may change a default, e.g. `learning_rate`; their values
+    are checked before anything runs, see `check_training_values`):
         strategy: None (one device), "mirrored", "multi_worker" (cluster from TF_CONFIG) or a
             `tf.distribute.Strategy`.
         checkpoint_dir: checkpoints and TensorBoard logs; the same run started again (after a
@@ -125,12 +128,25 @@ def train(
     Returns:
         `(model, history)`.
     """
+    check_training_values(
+        strategy=strategy,
+        learning_rate=learning_rate,
+        warmup_steps=warmup_steps,
+        weight_decay=weight_decay,
+        clipnorm=clipnorm,
+        mixed_precision=mixed_precision,
+        checkpoint_every=checkpoint_every,
+    )
+    for name, value in (("epochs", epochs), ("steps_per_epoch", steps_per_epoch)):
+        check_number(name, value, minimum=1, integer=True)
+    total_steps = epochs * steps_per_epoch
+    if optimizer is None and warmup_steps is not None and warmup_steps > total_steps:
+        raise ValueError(
+            f"`warmup_steps`={warmup_steps} exceeds the {total_steps} training steps "
+            f"(epochs={epochs} x steps_per_epoch={steps_per_epoch})."
+        )
     strategy = distribution_strategy(strategy)
     per_replica = per_replica_batch_size(strategy, batch_size)
-    for name, value in (("epochs", epochs), ("steps_per_epoch", steps_per_epoch)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"`{name}` must be a positive integer, got {name}={value!r}.")
-    total_steps = epochs * steps_per_epoch
     warmup_steps = max(1, total_steps // 10) if warmup_steps is None else warmup_steps
     if seed is not None:
         keras.utils.set_random_seed(seed)
@@ -278,4 +294,31 @@ def check_training_options(caller, options, defaults=None, accepted=TRAINING_OPT
             f"{caller}() got an unknown training {option} {names}; the training options are "
             f"{', '.join(accepted)}."
         )
-    return {**(defaults or {}), **options}
+    checked = {**(defaults or {}), **options}
+    check_training_values(**checked)
+    return checked
+
+
+def check_training_values(**options):
+    """Raise a ValueError naming the option and its value unless each given training option
+    has a valid value: numbers finite and in range (`learning_rate` > 0, `weight_decay` >= 0,
+    `clipnorm` > 0 or None, `warmup_steps` an integer >= 0 or None, `checkpoint_every` an
+    integer >= 1 or None), `strategy` a known name or a `tf.distribute.Strategy`,
+    and `mixed_precision` a known policy. Options not given are not checked.
+    """
+    ranges = {
+        "learning_rate": dict(above=0),
+        "weight_decay": dict(minimum=0),
+        "clipnorm": dict(above=0, none=True),
+        "warmup_steps": dict(minimum=0, integer=True, none=True),
+        "checkpoint_every": dict(minimum=1, integer=True, none=True),
+    }
+    for name, bounds in ranges.items():
+        if name in options:
+            check_number(name, options[name], **bounds)
+    check_strategy(options.get("strategy"))
+    if options.get("mixed_precision") not in MIXED_PRECISION:
+        raise ValueError(
+            f"`mixed_precision` must be one of {MIXED_PRECISION}, got "
+            f"mixed_precision={options['mixed_precision']!r}."
+        )

@@ -14,6 +14,7 @@ from lmpipe.datasets.seq2seq_examples import (
     target_token_ids,
 )
 from lmpipe.datasets.wordpiece import WordPieceTokenizer
+from lmpipe.layers.arguments import check_number
 from lmpipe.models.decoding import beam_search, greedy_search
 from lmpipe.models.rnn_seq2seq import RnnSeq2SeqConfig
 from lmpipe.models.seq2seq_trainer import (
@@ -149,6 +150,7 @@ class Translation:
                 raise ValueError(f"`{name}` must be an integer >= {smallest}, got {value!r}.")
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ValueError(f"`seed` must be an int, got seed={seed!r}.")
+        check_number("label_smoothing", label_smoothing, minimum=0, below=1, none=True)
         if not isinstance(shared_vocabulary, bool):
             raise ValueError(
                 f"`shared_vocabulary` must be True or False, got {shared_vocabulary!r}."

@@ -40,6 +40,7 @@ from lmpipe.datasets.word_similarity import (
     similarity_correlation,
     unit_vectors,
 )
+from lmpipe.layers.arguments import check_number
 from lmpipe.models.word2vec import Word2VecModel
 from lmpipe.pipelines.distribution import distributed_dataset, distribution_strategy, is_chief
 from lmpipe.serving.text_export import export_text_function
@@ -116,13 +117,11 @@ class Word2Vec:
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"`{name}` must be a positive integer, got {name}={value!r}.")
-        for name, value in (("alpha", alpha), ("min_alpha", min_alpha)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise ValueError(f"`{name}` must be a number >= 0, got {name}={value!r}.")
-        if min_alpha > alpha or alpha == 0:
+        check_number("alpha", alpha, above=0)
+        check_number("min_alpha", min_alpha, minimum=0)
+        if min_alpha > alpha:
             raise ValueError(
-                f"Need 0 < `alpha` and `min_alpha` <= `alpha`, got alpha={alpha!r}, "
-                f"min_alpha={min_alpha!r}."
+                f"Need `min_alpha` <= `alpha`, got alpha={alpha!r}, min_alpha={min_alpha!r}."
             )
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ValueError(f"`seed` must be an int, got seed={seed!r}.")

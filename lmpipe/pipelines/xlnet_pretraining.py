@@ -5,6 +5,7 @@ import math
 import tensorflow as tf
 
 from lmpipe.datasets.xlnet_examples import check_xlnet_arguments, special_ids, xlnet_examples
+from lmpipe.layers.arguments import check_number
 from lmpipe.models.xlnet import XLNetConfig, check_memory_arguments
 from lmpipe.models.xlnet_pretrainer import XLNetPretrainer
 from lmpipe.pipelines.distribution import distribution_strategy, per_replica_batch_size
@@ -79,10 +80,15 @@ class XLNetPretraining:
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ValueError(f"`seed` must be an int, got seed={seed!r}.")
         special_ids(tokenizer)  # names the missing special tokens
-        if max_predictions is None and isinstance(seq_len, int) and isinstance(mask_alpha, int):
+        if max_predictions is None:
+            # A bad `seq_len` or `mask_alpha` is named by the check below, not by this default.
+            check_number("mask_alpha", mask_alpha, minimum=2)
+            check_number("seq_len", seq_len, minimum=1, integer=True)
             max_predictions = max(1, min(math.ceil(seq_len / mask_alpha), seq_len - 3))
         # Batch-size checks come with `dataset` and `fit`; 2 passes the even-size check here.
-        check_xlnet_arguments(seq_len, max_predictions, reuse_len, perm_size, 2, bidirectional)
+        check_xlnet_arguments(
+            seq_len, max_predictions, reuse_len, perm_size, 2, bidirectional, mask_alpha, max_span
+        )
         if mem_len is None:
             mem_len = reuse_len or 0
         check_memory_arguments(mem_len, reuse_len)
@@ -234,6 +240,8 @@ class XLNetPretraining:
             self.options["perm_size"],
             per_replica,
             self.options["bidirectional"],
+            self.options["mask_alpha"],
+            self.options["max_span"],
         )
         if len(corpus) < 1:
             raise ValueError("The corpus has no document.")

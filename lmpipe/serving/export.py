@@ -29,7 +29,9 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the tokenizer ops the signatures use)
 
-from lmpipe.datasets.packing import LAYOUTS, pack_texts
+from lmpipe.datasets.packing import LAYOUTS, check_sequence_length, pack_texts
+from lmpipe.datasets.permutation import MAX_SEQ_LEN as XLNET_MAX_SEQ_LEN
+from lmpipe.layers.arguments import check_number
 from lmpipe.serving import versions
 from lmpipe.serving.warmup import prediction_log, write_warmup_requests
 
@@ -55,12 +57,16 @@ def export_saved_model(
     pairs=True,
     warmup=True,
     layout="bert",
+    num_segments=None,
+    max_seq_len=None,
 ):
     """Export `model` with `tokenizer` as `<base_dir>/<version>/`, a SavedModel for TF Serving.
 
     The version directory appears complete or not at all: the SavedModel is written to a
     hidden `.tmp-lmpipe-*` directory in `base_dir` (TF Serving only considers integer names)
-    and renamed to its version number when it is finished.
+    and renamed to its version number when it is finished; with `overwrite=True` it is
+    swapped with the old version in one atomic step, so that the version is never missing.
+    What a killed export left in `base_dir` is cleared first (see `lmpipe.serving.versions`).
 
     Args:
         base_dir: the model's base directory, what TF Serving's `--model_base_path` points to
@@ -72,7 +78,9 @@ def export_saved_model(
         tokenizer: the `WordPieceTokenizer` of the text signatures; its `vocab.txt` and
             `tokenizer.json` are stored as assets of the SavedModel.
         seq_len: the longest sequence served, special tokens included; text signatures pad to
-            it and `serving_default` rejects longer inputs.
+            it and `serving_default` rejects longer inputs. Checked as training checks it: it
+            must hold the special tokens and one token of each segment (5 with `pairs`, else
+            3) and fit the model's positions (`max_seq_len`).
         version: the integer version number; None (the default) takes 1 + the largest version
             in `base_dir`, or 1.
         overwrite: replace an existing `version` (an error otherwise). TF Serving does not
@@ -89,6 +97,12 @@ def export_saved_model(
             signature; True uses a built-in sentence, or give a list of texts.
         layout: how the text signatures pack: "bert" (`[CLS] A [SEP] (B [SEP])`) or "xlnet"
             (`A [SEP] (B [SEP]) [CLS]`, segment id 2 for `[CLS]`).
+        num_segments: the segment ids `serving_default` accepts are `0 ... num_segments - 1`;
+            None: the `num_segments` of the model's embedding layer if it has one (BERT,
+            ALBERT), else 2 for "bert" and 3 for "xlnet" (its `[CLS]` is segment 2).
+        max_seq_len: the longest sequence the model takes; None: the smallest
+            `max_sequence_length` of the model's layers (a BERT or GPT position table), with
+            layout "xlnet" the longest XLNet example lmpipe trains (16384), else no limit.
 
     Returns:
         The path of the new version directory.
@@ -105,9 +119,19 @@ def export_saved_model(
     if not isinstance(pairs, bool):
         raise ValueError(f"`pairs` must be True or False, got pairs={pairs!r}.")
     warmup_texts = _check_warmup(warmup)
+    versions.remove_leftovers(base_dir)
     versions.check_not_exported(base_dir, version, overwrite)
 
-    module = ServingModule(model, tokenizer, seq_len, outputs=outputs, pairs=pairs, layout=layout)
+    module = ServingModule(
+        model,
+        tokenizer,
+        seq_len,
+        outputs=outputs,
+        pairs=pairs,
+        layout=layout,
+        num_segments=num_segments,
+        max_seq_len=max_seq_len,
+    )
     signatures = module.signatures()
     with versions.temporary_directory(base_dir) as temporary:
         with tempfile.TemporaryDirectory() as assets:
@@ -141,7 +165,17 @@ class ServingModule(tf.Module):
     is; `functions` gives them for calls in-process.
     """
 
-    def __init__(self, model, tokenizer, seq_len, outputs=None, pairs=True, layout="bert"):
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        seq_len,
+        outputs=None,
+        pairs=True,
+        layout="bert",
+        num_segments=None,
+        max_seq_len=None,
+    ):
         super().__init__(name="lmpipe_serving")
         if not callable(model):
             raise ValueError(f"`model` must be a Keras model or callable, got {model!r}.")
@@ -150,15 +184,22 @@ class ServingModule(tf.Module):
                 raise ValueError(
                     f"`tokenizer` must be a WordPieceTokenizer, got {type(tokenizer).__name__}."
                 )
-        minimum = 3 if pairs else 2
-        if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < minimum:
-            raise ValueError(
-                f"`seq_len` must be an integer of at least {minimum} ([CLS], [SEP]"
-                f"{' and a second [SEP]' if pairs else ''}), got seq_len={seq_len!r}."
-            )
         if layout not in LAYOUTS:
             raise ValueError(f"`layout` must be one of {LAYOUTS}, got layout={layout!r}.")
+        if num_segments is None:
+            num_segments = model_segments(model) or (3 if layout == "xlnet" else 2)
+        # The packing's segment ids: XLNet's [CLS] is segment 2, BERT's pairs use 1.
+        needed = 3 if layout == "xlnet" else 2 if pairs else 1
+        check_number("num_segments", num_segments, minimum=needed, integer=True)
+        check_number("max_seq_len", max_seq_len, minimum=1, integer=True, none=True)
+        limit = "`max_seq_len`"
+        if max_seq_len is None:
+            max_seq_len, limit = model_positions(model), "the model's max_sequence_length"
+        if max_seq_len is None and layout == "xlnet":
+            max_seq_len, limit = XLNET_MAX_SEQ_LEN, "the longest XLNet example"
+        check_sequence_length(seq_len, 2 if pairs else 1, max_seq_len, limit)
         self.tokenizer = tokenizer
+        self.num_segments = num_segments
         self.seq_len = seq_len
         self.pairs = pairs
         self.layout = layout
@@ -248,6 +289,20 @@ class ServingModule(tf.Module):
                 token_ids,
                 vocabulary_size,
                 message=f"`token_ids` must be < vocabulary_size={vocabulary_size}",
+            ),
+            # Out of range, a segment id reads a wrong row of the table rather than failing.
+            tf.debugging.assert_non_negative(segment_ids, message="`segment_ids` must be >= 0"),
+            tf.debugging.assert_less(
+                segment_ids,
+                self.num_segments,
+                message=f"`segment_ids` must be < num_segments={self.num_segments}",
+            ),
+            # The model reads any non-zero mask value as a real token: 2 or -1 is a bad request.
+            tf.debugging.assert_non_negative(
+                padding_mask, message="`padding_mask` must be 0 or 1 (1 = real token)"
+            ),
+            tf.debugging.assert_less_equal(
+                padding_mask, 1, message="`padding_mask` must be 0 or 1 (1 = real token)"
             ),
         ]
         # The checks run before the model, so a bad request gets their message.
@@ -361,6 +416,33 @@ class _Forward:
         if not served:
             raise _OutputError("The model has no output to serve.")
         return served
+
+
+def model_positions(model):
+    """The longest sequence `model` takes: the smallest `max_sequence_length` among it and its
+    layers, nested models included (the position tables of BERT, ALBERT and GPT); None if
+    none has one (relative positions, RNNs, a plain function)."""
+    return _smallest_setting(model, "max_sequence_length")
+
+
+def model_segments(model):
+    """The number of segment ids `model` embeds: the smallest `num_segments` among it and
+    its layers (BERT's and ALBERT's embeddings); None if none has one."""
+    return _smallest_setting(model, "num_segments")
+
+
+def _smallest_setting(model, name):
+    values, pending, seen = [], [model], set()
+    while pending:
+        layer = pending.pop()
+        if id(layer) in seen:
+            continue
+        seen.add(id(layer))
+        value = getattr(layer, name, None)
+        if isinstance(value, int) and not isinstance(value, bool):
+            values.append(value)
+        pending.extend(getattr(layer, "layers", None) or [])
+    return min(values, default=None)
 
 
 def saveable_variables(variables):

@@ -33,7 +33,8 @@ def export_text_function(
 ):
     """Export `function` as the `serving_default` signature of `<base_dir>/<version>/`.
 
-    The version directory appears complete or not at all (see `lmpipe.serving.versions`).
+    The version directory appears complete or not at all, and an overwritten version is
+    never missing (see `lmpipe.serving.versions`).
 
     Args:
         base_dir: the model's base directory, what TF Serving's `--model_base_path` points to.
@@ -80,6 +81,7 @@ def export_text_function(
             f"`function` must take one tf.string tensor of shape [batch], got {specs}."
         )
     texts = _warmup_texts(warmup_texts)
+    versions.remove_leftovers(base_dir)
     versions.check_not_exported(base_dir, version, overwrite)
 
     concrete = function.get_concrete_function()

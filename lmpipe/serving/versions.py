@@ -6,21 +6,24 @@ version; the highest one is served. A version directory must therefore appear co
 at all: an export is written to a hidden temporary directory in `base_dir` (named
 `.tmp-lmpipe-...`, which never parses as a number, so the server ignores it) and renamed to
 its version number only when every file is written. A rename within one file system is atomic.
+
+Replacing an existing version (`overwrite=True`) swaps the new directory with the old one in
+one atomic step (see `lmpipe.serving.directory_swap`), so the version is never missing: a
+server polling at any instant finds the complete old or the complete new SavedModel. The
+hidden directories a killed export leaves behind are cleared by the next export to the same
+base directory (`remove_leftovers`), those of exports still running are kept.
 """
 
-import contextlib
 import os
 import re
-import shutil
-import uuid
+
+from lmpipe.serving import directory_swap
 
 # What TF Serving accepts as a version directory name (surrounding whitespace and a sign too).
 _VERSION_NAME = re.compile(r"\s*[+-]?[0-9]+\s*")
 
-TEMPORARY_PREFIX = ".tmp-lmpipe-"
+TEMPORARY_PREFIX = directory_swap.TEMPORARY_PREFIX
 """Prefix of the directories an export is written to before it is renamed into place."""
-
-_REPLACED_PREFIX = ".old-lmpipe-"
 
 # Exporters racing for the next version number retry this many times.
 _MAX_ATTEMPTS = 100
@@ -84,21 +87,18 @@ def check_not_exported(base_dir, version, overwrite):
         )
 
 
-@contextlib.contextmanager
 def temporary_directory(base_dir):
-    """A fresh hidden directory in `base_dir` to write an export to; removed on error.
+    """A fresh hidden directory in `base_dir` (created if needed) to write an export to;
+    removed if the block raises (see `directory_swap.temporary_directory`)."""
+    return directory_swap.temporary_directory(base_dir)
 
-    Made with `os.mkdir`, so it gets the usual permissions (a server running as another user
-    can read it), unlike `tempfile.mkdtemp`'s 0700.
-    """
-    os.makedirs(base_dir, exist_ok=True)
-    path = os.path.join(base_dir, TEMPORARY_PREFIX + uuid.uuid4().hex)
-    os.mkdir(path)
-    try:
-        yield path
-    except BaseException:
-        shutil.rmtree(path, ignore_errors=True)
-        raise
+
+def remove_leftovers(base_dir):
+    """Clear what killed exports left in `base_dir`: their unfinished `.tmp-lmpipe-*`
+    directories, and a version renamed aside (`.old-lmpipe-*`, where the file system cannot
+    swap) is renamed back if its replacement never arrived. Exports still running are left
+    alone (see `directory_swap.remove_leftovers`)."""
+    directory_swap.remove_leftovers(os.fspath(base_dir))
 
 
 def publish(temporary, base_dir, version=None, overwrite=False):
@@ -109,8 +109,8 @@ def publish(temporary, base_dir, version=None, overwrite=False):
         base_dir: the model's base directory.
         version: the version number; None takes the next one (and the one after that if
             another exporter published it first).
-        overwrite: replace an existing `version`: the old directory is renamed away, the new
-            one renamed in, then the old one deleted.
+        overwrite: replace an existing `version`, swapping the new directory with the old one
+            in one atomic step, so that the version is never missing.
 
     Raises:
         ValueError: `version` exists and `overwrite` is False.
@@ -130,18 +130,8 @@ def publish(temporary, base_dir, version=None, overwrite=False):
         raise ValueError(
             f"Version {version} already exists in {base_dir!r}; pass overwrite=True to replace it."
         )
-    # Two renames: the version is missing for the moment between them (TF Serving would only
-    # notice if it polled at that instant, and keeps serving what it has loaded meanwhile).
     existing_path = os.path.join(base_dir, existing if existing is not None else str(version))
-    replaced = os.path.join(base_dir, _REPLACED_PREFIX + uuid.uuid4().hex)
-    os.rename(existing_path, replaced)
-    try:
-        os.rename(temporary, target)
-    except OSError:
-        os.rename(replaced, existing_path)
-        raise
-    shutil.rmtree(replaced, ignore_errors=True)
-    return target
+    return directory_swap.replace_directory(temporary, existing_path)
 
 
 def _rename_if_absent(source, target):

@@ -322,7 +322,7 @@ def test_same_seed_gives_the_same_draw_and_other_seeds_differ(bert_tokenizer, pa
         (dict(reuse_len=-1), "`reuse_len` must be an integer >= 0"),
         (dict(reuse_len=40, perm_size=32), "`perm_size` must divide reuse_len=40"),
         (dict(max_predictions=129), "`max_predictions` must be at most seq_len=128"),
-        (dict(mask_alpha=1), "`mask_alpha` must be a number >= 2"),
+        (dict(mask_alpha=1), "`mask_alpha` must be a finite number >= 2"),
         (dict(max_span=0), "`max_span` must be an integer >= 1"),
         (dict(special_ids=[[1, 2], [3]]), "`special_ids` must be a list of integer token ids"),
         (dict(continuation_mask=[0, 1]), "`continuation_mask` must be a bool vector"),

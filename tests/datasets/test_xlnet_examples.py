@@ -296,7 +296,7 @@ def test_missing_special_tokens_are_named(few):
         (dict(bidirectional=True, batch_size=7), "`batch_size` must be even"),
         (dict(seq_len=4), "`seq_len` must be at least 5"),
         (dict(seq_len=20, reuse_len=16), r"`reuse_len` must be in \[1, seq_len - 5 = 15\]"),
-        (dict(mask_alpha=1.5), "`mask_alpha` must be a number >= 2"),
+        (dict(mask_alpha=1.5), "`mask_alpha` must be a finite number >= 2"),
         (dict(seed=1.5), "`seed` must be an int"),
     ],
 )

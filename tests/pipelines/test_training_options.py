@@ -3,6 +3,7 @@ the pipeline's defaults; and the saved-pipeline folder's checks."""
 
 import inspect
 import json
+import re
 
 import keras
 import pytest
@@ -16,6 +17,7 @@ from lmpipe.pipelines.gpt_pretraining import GptPretraining
 from lmpipe.pipelines.saved_pipeline import PIPELINE_FILE, SavedPipeline
 from lmpipe.pipelines.text_classifier import TextClassifier
 from lmpipe.pipelines.translation import Translation
+from lmpipe.pipelines.word2vec import Word2Vec
 from lmpipe.pipelines.xlnet_pretraining import XLNetPretraining
 
 VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "to", "be", "or", "not", "."]
@@ -124,3 +126,72 @@ def test_a_pass_without_a_full_batch_is_refused_with_the_batch_size():
     assert training.one_pass_steps(3, batch_size=8) == 3
     with pytest.raises(ValueError, match="the 5 pairs gives no full batch of 8"):
         training.one_pass_steps(0, batch_size=8, what="the 5 pairs")
+
+
+BAD_VALUES = [
+    ("learning_rate", float("nan")),
+    ("learning_rate", float("inf")),
+    ("learning_rate", "1e-3"),
+    ("learning_rate", 0.0),
+    ("weight_decay", float("nan")),
+    ("weight_decay", -0.01),
+    ("clipnorm", float("nan")),
+    ("clipnorm", 0.0),
+    ("warmup_steps", float("nan")),
+    ("warmup_steps", -1),
+    ("checkpoint_every", 0),
+    ("checkpoint_every", float("inf")),
+    ("mixed_precision", "float8"),
+    ("strategy", "mirored"),
+]
+
+
+def test_bad_option_values_are_refused_by_name_before_any_data_is_read(tokenizer):
+    for pipe in pipelines(tokenizer):
+        for name, value in BAD_VALUES:
+            if name == "weight_decay" and isinstance(pipe, Translation):
+                continue  # no such option there
+            with pytest.raises(ValueError, match=f"`?{name}`?.*{re.escape(repr(value))}"):
+                pipe.fit(Untouchable(), batch_size=2, steps_per_epoch=1, **{name: value})
+            assert pipe.model is None
+
+
+def test_train_checks_its_options_before_building_the_model():
+    def build_model():
+        raise AssertionError("the model was built before the options were checked")
+
+    arguments = dict(run_config={}, batch_size=2, epochs=1, steps_per_epoch=2)
+    for name, value in BAD_VALUES:
+        with pytest.raises(ValueError, match=f"`?{name}`?.*{re.escape(repr(value))}"):
+            training.train(build_model, None, **arguments, **{name: value})
+    with pytest.raises(ValueError, match="`warmup_steps`=3 exceeds the 2 training steps"):
+        training.train(build_model, None, **arguments, warmup_steps=3)
+    with pytest.raises(ValueError, match="`epochs` must be a positive integer, got epochs=nan"):
+        training.train(build_model, None, **{**arguments, "epochs": float("nan")})
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda t: BertPretraining(t, seq_len=16, selection_rate=float("nan")), "selection_rate"),
+        (lambda t: BertPretraining(t, seq_len=16, short_seq_prob="0.1"), "short_seq_prob"),
+        (lambda t: BertPretraining(t, seq_len=16, mask_token_rate=float("nan")), "mask_token"),
+        (
+            lambda t: BertPretraining(t, seq_len=16, max_predictions=14),
+            r"`max_predictions` must be at most 13, .* seq_len=16 .* got max_predictions=14",
+        ),
+        (
+            lambda t: BertPretraining(t, seq_len=16, objective="mlm", max_predictions=15),
+            r"`max_predictions` must be at most 14",
+        ),
+        (lambda t: XLNetPretraining(t, seq_len=16, mask_alpha=float("inf")), "mask_alpha=inf"),
+        (lambda t: XLNetPretraining(t, seq_len=16, max_span=float("nan")), "max_span=nan"),
+        (lambda t: Translation(label_smoothing=float("nan")), "label_smoothing=nan"),
+        (lambda t: Word2Vec(alpha=float("nan")), "alpha=nan"),
+        (lambda t: Word2Vec(min_alpha=float("inf")), "min_alpha=inf"),
+        (lambda t: Word2Vec(sample=float("nan")), "sample=nan"),
+    ],
+)
+def test_bad_numbers_in_pipeline_options_are_refused_by_name(tokenizer, make, message):
+    with pytest.raises(ValueError, match=message):
+        make(tokenizer)

@@ -371,6 +371,25 @@ def test_malformed_requests_fail_with_the_checks_message(server, tokenizer):
         server.predict("serve_text_pair", {"text": strings(TEXTS), "text_pair": strings(PAIRS[:1])})
 
 
+@pytest.mark.parametrize(
+    "name, value, message",
+    [
+        ("segment_ids", -1, "`segment_ids` must be >= 0"),
+        ("segment_ids", 2, "`segment_ids` must be < num_segments=2"),
+        ("padding_mask", 2, "`padding_mask` must be 0 or 1"),
+        ("padding_mask", -1, "`padding_mask` must be 0 or 1"),
+    ],
+)
+def test_segment_ids_and_padding_mask_out_of_range_are_refused(
+    server, tokenizer, name, value, message
+):
+    features = reference_pack(tokenizer, TEXTS[:2])
+    assert server.predict("serving_default", features)  # the request is valid as packed
+    features[name][1, 1] = value  # one value of the second example, a real token's
+    with pytest.raises(ServingError, match=re.escape(message)):
+        server.predict("serving_default", features)
+
+
 def test_saved_model_load_in_a_fresh_process_gives_the_same_outputs(export_dir, server):
     inputs = {"text": strings(TEXTS[:2]), "text_pair": strings(PAIRS[:2])}
     expected = server.predict("serve_text_pair", inputs)
