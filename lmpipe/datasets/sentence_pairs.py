@@ -16,7 +16,9 @@ document aims at it. For each chunk:
   the chunk's sentences after A are "put back" and start the next chunk, so no sentence is
   lost. Otherwise B is the rest of the chunk, label 1.
 - SOP: B is always the rest of the chunk (a one-sentence chunk is cut at a random token);
-  with probability 0.5 A and B are swapped, label 0; label 1 keeps the original order.
+  with probability 0.5 A and B are swapped, label 0; label 1 keeps the original order. A
+  chunk of one sentence of one token (only possible at the end of a document) cannot be
+  cut into two segments and gives no example.
 - single: the chunk is one segment.
 The pair is then truncated to `max_num_tokens` by removing tokens from the longer side
 (ties: from B), each removal from the front or the back with probability 1/2, as BERT's
@@ -96,6 +98,8 @@ def pair_spans(
     document_end = tf.gather(sentence_splits, current + 1)
     position = tf.gather(sentence_splits, current)
     shape = tf.shape(current)
+    # Every step consumes at least one sentence of every unfinished document.
+    max_steps = tf.maximum(tf.reduce_max(document_end - position), 1)
     # One target length per document, for all its chunks (BERT's create_instances_from_document).
     short = tf.random.stateless_uniform(shape, _fold(seed, -3)) < short_seq_prob
     short_target = _uniform_int(_fold(seed, -4), shape, 2, max(max_num_tokens, 2))
@@ -105,7 +109,6 @@ def pair_spans(
         # from the current one; failing that, over the pool's other documents; failing that,
         # the document itself. Drawn up front, one column per loop step (a document has at
         # most one chunk per sentence).
-        max_steps = tf.maximum(tf.reduce_max(document_end - position), 1)
         other_text = tf.not_equal(tf.gather(pool_ids, current)[:, None], pool_ids[None, :])
         other_index = tf.not_equal(current[:, None], tf.range(num_pool)[None, :])  # [G, D]
 
@@ -121,7 +124,8 @@ def pair_spans(
     def body(step, position, outputs):
         step_seed = _fold(seed, step)
         draw = [_fold(step_seed, i) for i in range(8)]
-        active = position < document_end
+        unfinished = position < document_end
+        active = unfinished
         start = tf.minimum(position, document_end - 1)  # keep finished documents in range
 
         end = _chunk_end(cumulative, start, target, document_end)
@@ -179,7 +183,7 @@ def pair_spans(
         outputs = tuple(
             array.write(step, value) for array, value in zip(outputs, values, strict=True)
         )
-        position = tf.where(active, next_position, position)
+        position = tf.where(unfinished, next_position, position)
         return step + 1, position, outputs
 
     outputs = tuple(
@@ -189,6 +193,7 @@ def pair_spans(
         lambda step, position, outputs: tf.reduce_any(position < document_end),
         body,
         (tf.constant(0), position, outputs),
+        maximum_iterations=max_steps,  # never reached; a bound, so that it can never hang
     )
     # [steps, G] -> [G, steps], so that the chunks of a document stay in order.
     stacked = [tf.reshape(tf.transpose(array.stack()), [-1]) for array in outputs]

@@ -243,3 +243,19 @@ def test_example_lengths_follow_berts_per_document_target_length(comedies, bert_
     standard_error = np.sqrt(ours.var(axis=0) / len(ours) + bert.var(axis=0) / len(bert))
     assert np.all(np.abs(difference) <= 5 * standard_error), (difference, standard_error)
     assert bert[:, 0].mean() > 0.09  # BERT: about a tenth of the examples are short
+
+
+def test_sop_skips_a_lone_one_token_sentence_and_ends():
+    # The second document is one sentence of one token, the first ends with one: neither can
+    # be cut into two segments (the loop used to wait for them forever).
+    pool = tf.RaggedTensor.from_nested_row_lengths(
+        tf.range(10, 17), [[3, 1], [3, 2, 1, 1]]
+    )  # [[[10, 11, 12], [13, 14], [15]], [[16]]]
+    ids = tf.constant([1, 2], tf.int64)
+    spans = pair_spans(pool, ids, 2, tf.constant([1, 2]), "sop", 5, short_seq_prob=0.0)
+    spans = {name: value.numpy() for name, value in spans.items()}
+    assert spans["document"].tolist() == [0]
+    pair = sorted(
+        [(spans["a_start"][0], spans["a_end"][0]), (spans["b_start"][0], spans["b_end"][0])]
+    )
+    assert pair == [(0, 3), (3, 5)]  # [10, 11, 12] and [13, 14]; [15] and [16] are left out
