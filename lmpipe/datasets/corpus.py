@@ -705,9 +705,10 @@ def _scan_file(path, file_format, text_field, encoding_errors, max_line_bytes):
 
 
 _LINE_IS = {
-    "bert": "one sentence (a text without line breaks is better read with format='prose')",
-    "prose": "part of a paragraph (a text without line breaks?)",
-    "jsonl": "one document",
+    "bert": "a sentence, so this is likely a text without line breaks (format='prose' splits "
+    "such text into sentences)",
+    "prose": "part of a paragraph, split into sentences when read",
+    "jsonl": "one document, split into sentences when read",
 }
 
 
@@ -719,8 +720,8 @@ def _check_line_length(path, file_format, number, line, max_line_bytes):
             f"{path}, line {number}: {size:,} bytes, more than max_line_bytes="
             f"{max_line_bytes:,}. In the {file_format!r} format a line is "
             f"{_LINE_IS[file_format]}. Pass max_line_bytes={size} (or more) to "
-            "TextCorpus.from_files to read it; tokenizing it takes about 100 times its size "
-            "in memory."
+            "TextCorpus.from_files to read it; tokenizing a line takes up to about 100 times "
+            "its size in memory."
         )
 
 

@@ -259,3 +259,29 @@ def test_sop_skips_a_lone_one_token_sentence_and_ends():
         [(spans["a_start"][0], spans["a_end"][0]), (spans["b_start"][0], spans["b_end"][0])]
     )
     assert pair == [(0, 3), (3, 5)]  # [10, 11, 12] and [13, 14]; [15] and [16] are left out
+
+
+def test_nsp_takes_b_from_another_text_else_another_copy_else_itself(pool):
+    tokens, _ = pool
+    starts, document_of = sentence_index(tokens)
+    count = int(tokens.nrows())
+
+    def b_documents(ids, seed):
+        spans = cut((tokens, tf.constant(ids, tf.int64)), "nsp", seed, num_current=count)
+        random_next = spans["label"] == 0
+        b = document_of[np.searchsorted(starts, spans["b_start"], side="right") - 1]
+        return spans["document"][random_next], b[random_next]
+
+    # Documents 0 and 1 have the same text: each takes B from the others only.
+    ids = [0, 0] + list(range(2, count))
+    own, other = b_documents(ids, [1, 5])
+    assert len(own) > 50 and not np.isin(other[own < 2], [0, 1]).any()
+    # Every document the same text (the pool that used to stop training): B from another copy.
+    own, other = b_documents([7] * count, [2, 5])
+    assert len(own) > 50 and np.all(own != other)
+    # A pool of one document: B from the document itself, still label 0.
+    single = tokens[:1]
+    spans = pair_spans(
+        single, tf.constant([3], tf.int64), 1, tf.constant([3, 5]), "nsp", MAX_TOKENS
+    )
+    assert (spans["label"].numpy() == 0).sum() > 5
