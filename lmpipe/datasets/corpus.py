@@ -36,7 +36,8 @@ LINES_PER_BLOCK = 1024
 
 DEFAULT_MAX_LINE_BYTES = 10 * 2**20
 """The longest line `TextCorpus.from_files` accepts by default (10 MiB): tokenizing a line
-takes about 100 times its size in memory, and a single-line file of 50 MB aborts the process."""
+takes up to about 100 times its size in memory, and a single-line file of 50 MB can abort the
+process."""
 
 _JSONL_EXTENSIONS = (".jsonl", ".json")
 _BOM = "\ufeff"
@@ -159,8 +160,8 @@ class TextCorpus:
         A UTF-8 byte order mark at the start of a line is removed. Every file is read once,
         here, line by line, before any training: bad input raises a `ValueError` naming the
         pattern, or the file and line. A line longer than `max_line_bytes` is an error (often
-        a text without line breaks, or a file of another format): tokenizing it would take
-        about 100 times its size in memory, and in the "bert" format all of such a sentence
+        a text without line breaks, or a file of another format): tokenizing it would take up
+        to about 100 times its size in memory, and in the "bert" format all of such a sentence
         but the first few hundred tokens would be cut off anyway. Documents whose sentences
         hold only whitespace, control or format characters are counted in `file_stats` (and
         shown by `describe()`); pretraining skips them, as they have no token.
