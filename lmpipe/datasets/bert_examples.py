@@ -49,7 +49,8 @@ def _document_fingerprints(documents):
 def _tokenize_group(tokenizer, documents):
     """`[G, (sentences)]` strings (or already tokenized `[G, (sentences), (tokens)]` ids) ->
     `[G', (sentences), (tokens)]` ids and fingerprints, without sentences that have no token
-    and without documents left with no sentence."""
+    and without documents left with no sentence (text of only whitespace, control or format
+    characters, such as zero-width spaces, has no token)."""
     ids = _document_fingerprints(documents)
     tokens = documents if documents.dtype != tf.string else tokenizer.tokenize(documents)
     tokens = tf.ragged.boolean_mask(tokens, tokens.row_lengths(axis=2) > 0)
@@ -85,7 +86,8 @@ def bert_examples(
         seed: int seed of every random choice.
         input_context: a `tf.distribute.InputContext`: which shard to read.
         epochs: number of passes over the corpus; None repeats forever.
-        short_seq_prob: probability of a shorter target length (BERT: 0.1).
+        short_seq_prob: probability that a document gets a shorter target length (BERT:
+            0.1), drawn once per document and epoch.
         group_size: documents cut into pairs together (and candidates for NSP's random B).
         shuffle_buffer: examples shuffled together before batching.
         drop_remainder: drop a last incomplete batch (static shapes for distribution).
@@ -130,6 +132,9 @@ def bert_examples(
         return index, tokens, ids
 
     groups = groups.map(tokenize, num_parallel_calls=tf.data.AUTOTUNE)
+    # A group whose documents all lack tokens gives no example (and could not be cut). The
+    # groups keep their index, so the seeds of the others do not change.
+    groups = groups.filter(lambda index, tokens, ids: tf.size(ids) > 0)
 
     # The pool of other documents for NSP: the previous group and the current one. The scan
     # carries the previous group as the dense parts of its RaggedTensor.

@@ -26,12 +26,18 @@ import tensorflow_text as tf_text
 
 from lmpipe.datasets.sentences import split_sentences
 from lmpipe.datasets.shuffling import shuffled
+from lmpipe.datasets.wordpiece import has_words
 
 FORMATS = ("auto", "bert", "prose", "jsonl")
 ENCODING_ERRORS = ("strict", "replace")
 
 # Lines per vectorized block: the reader's unit of work, and the validator's.
 LINES_PER_BLOCK = 1024
+
+DEFAULT_MAX_LINE_BYTES = 10 * 2**20
+"""The longest line `TextCorpus.from_files` accepts by default (10 MiB): tokenizing a line
+takes up to about 100 times its size in memory, and a single-line file of 50 MB can abort the
+process."""
 
 _JSONL_EXTENSIONS = (".jsonl", ".json")
 _BOM = "\ufeff"
@@ -61,12 +67,16 @@ class FileStats:
         num_sentences: sentences in those documents.
         num_empty_records: "jsonl" only: records whose text holds no sentence (an empty or
             blank string), which are skipped because a document is never empty.
+        num_documents_without_text: documents (counted in `num_documents`) whose sentences
+            hold only whitespace, control or format characters (such as zero-width spaces):
+            they tokenize to nothing, and pretraining skips them.
     """
 
     path: str
     num_documents: int
     num_sentences: int
     num_empty_records: int = 0
+    num_documents_without_text: int = 0
 
 
 class TextCorpus:
@@ -100,6 +110,7 @@ class TextCorpus:
         file_stats=(),
         documents=None,
         metadata=None,
+        num_documents_without_text=0,
     ):
         self._source = source
         self._files = tuple(files)
@@ -112,14 +123,23 @@ class TextCorpus:
         if documents is None:
             self._num_documents = sum(s.num_documents for s in self._file_stats)
             self._num_sentences = sum(s.num_sentences for s in self._file_stats)
+            num_documents_without_text = sum(s.num_documents_without_text for s in self._file_stats)
         else:
             self._num_documents = len(documents)
             self._num_sentences = sum(len(d) for d in documents)
+        self._num_documents_without_text = num_documents_without_text
 
     # Constructors -----------------------------------------------------------------------------
 
     @classmethod
-    def from_files(cls, patterns, format="auto", text_field="text", encoding_errors="strict"):
+    def from_files(
+        cls,
+        patterns,
+        format="auto",
+        text_field="text",
+        encoding_errors="strict",
+        max_line_bytes=DEFAULT_MAX_LINE_BYTES,
+    ):
         """A corpus read from text files, validated now and streamed by `documents()`.
 
         Formats:
@@ -139,7 +159,12 @@ class TextCorpus:
 
         A UTF-8 byte order mark at the start of a line is removed. Every file is read once,
         here, line by line, before any training: bad input raises a `ValueError` naming the
-        pattern, or the file and line.
+        pattern, or the file and line. A line longer than `max_line_bytes` is an error (often
+        a text without line breaks, or a file of another format): tokenizing it would take up
+        to about 100 times its size in memory, and in the "bert" format all of such a sentence
+        but the first few hundred tokens would be cut off anyway. Documents whose sentences
+        hold only whitespace, control or format characters are counted in `file_stats` (and
+        shown by `describe()`); pretraining skips them, as they have no token.
 
         Args:
             patterns: a glob pattern or path, or a list of them (`tf.io.gfile.glob` syntax,
@@ -149,6 +174,8 @@ class TextCorpus:
             text_field: the key holding a document's text in "jsonl" files.
             encoding_errors: "strict" raises on invalid UTF-8; "replace" reads each invalid
                 byte sequence as U+FFFD, in validation and in `documents()` alike.
+            max_line_bytes: the longest line accepted, in bytes without the line break
+                (`DEFAULT_MAX_LINE_BYTES`, 10 MiB); raise it to read longer lines.
 
         Returns:
             A `TextCorpus`; `file_stats` holds the counts of each file.
@@ -162,9 +189,21 @@ class TextCorpus:
             )
         if not isinstance(text_field, str) or not text_field:
             raise ValueError(f"`text_field` must be a non-empty string, got {text_field!r}.")
+        if (
+            isinstance(max_line_bytes, bool)
+            or not isinstance(max_line_bytes, int)
+            or max_line_bytes < 1
+        ):
+            raise ValueError(
+                "`max_line_bytes` must be a positive integer, got "
+                f"max_line_bytes={max_line_bytes!r}."
+            )
         files = _expand_patterns(patterns)
         file_format = _resolve_format(format, files)
-        stats = [_scan_file(path, file_format, text_field, encoding_errors) for path in files]
+        stats = [
+            _scan_file(path, file_format, text_field, encoding_errors, max_line_bytes)
+            for path in files
+        ]
         return cls(
             source=f"{len(files)} file{'s' if len(files) != 1 else ''}, format={file_format!r}",
             files=files,
@@ -180,6 +219,10 @@ class TextCorpus:
 
         `documents()` builds its dataset from a `tf.RaggedTensor` of all sentences, so the
         corpus must fit in memory (and, inside a `tf.function`, in a 2 GB graph).
+
+        Documents whose sentences hold only whitespace, control or format characters (such
+        as zero-width spaces) are kept and counted (`num_documents_without_text`, shown by
+        `describe()`); pretraining skips them, as they have no token.
 
         Args:
             documents: an iterable of documents; a document is a non-empty list of sentences,
@@ -211,6 +254,17 @@ class TextCorpus:
             checked.append(sentences)
         if not checked:
             raise ValueError("`documents` is empty; a corpus needs at least one document.")
+        without_text = _count_documents_without_text(
+            tf.RaggedTensor.from_row_lengths(
+                tf.constant([sentence for document in checked for sentence in document]),
+                [len(document) for document in checked],
+            )
+        )
+        if without_text == len(checked):
+            raise ValueError(
+                "`documents` has no text: every sentence holds only whitespace, control or "
+                "format characters."
+            )
         if metadata is not None:
             metadata = [dict(item) for item in metadata]
             if len(metadata) != len(checked):
@@ -218,7 +272,12 @@ class TextCorpus:
                     f"`metadata` has {len(metadata)} entries for {len(checked)} documents; "
                     "it needs one per document."
                 )
-        return cls(source="in memory", documents=checked, metadata=metadata)
+        return cls(
+            source="in memory",
+            documents=checked,
+            metadata=metadata,
+            num_documents_without_text=without_text,
+        )
 
     @classmethod
     def shakespeare(cls, genres=None, plays=None):
@@ -349,6 +408,12 @@ class TextCorpus:
         """The number of sentences in all documents."""
         return self._num_sentences
 
+    @property
+    def num_documents_without_text(self):
+        """The documents (among `num_documents`) whose sentences hold only whitespace, control
+        or format characters: they tokenize to nothing, and pretraining skips them."""
+        return self._num_documents_without_text
+
     def __len__(self):
         return self._num_documents
 
@@ -364,13 +429,14 @@ class TextCorpus:
         lines = [
             f"TextCorpus ({self._source}): {self._num_documents:,} documents, "
             f"{self._num_sentences:,} sentences ({average:.1f} per document)"
+            + _without_text(self._num_documents_without_text)
         ]
         for stats in self._file_stats:
             skipped = (
                 f", {stats.num_empty_records:,} empty records skipped"
                 if stats.num_empty_records
                 else ""
-            )
+            ) + _without_text(stats.num_documents_without_text)
             lines.append(
                 f"  {stats.path}: {stats.num_documents:,} documents, "
                 f"{stats.num_sentences:,} sentences{skipped}"
@@ -416,6 +482,16 @@ class TextCorpus:
         if self._format == "prose":
             documents = documents.map(_prose_documents, num_parallel_calls=tf.data.AUTOTUNE)
         return documents.unbatch()
+
+
+def _without_text(count):
+    """The `describe()` note on documents without text ("" when there is none)."""
+    if not count:
+        return ""
+    return (
+        f", {count:,} document{'s' if count != 1 else ''} without text (only whitespace, "
+        "control or format characters; skipped in pretraining)"
+    )
 
 
 # Graph functions, shared by the reader and by validation ----------------------------------------
@@ -472,6 +548,12 @@ def _jsonl_documents(lines, key):
 
 def _drop_empty(documents):
     return tf.ragged.boolean_mask(documents, documents.row_lengths() > 0)
+
+
+def _count_documents_without_text(documents):
+    """The number of documents `[D, (sentences)]` none of whose sentences has a word."""
+    with_words = documents.with_flat_values(has_words(documents.flat_values))
+    return int(tf.reduce_sum(tf.cast(~tf.reduce_any(with_words, axis=1), tf.int32)))
 
 
 def _json_string_field(lines, key):
@@ -604,12 +686,14 @@ def _open_binary(path):
     return open(path, "rb")
 
 
-def _scan_file(path, file_format, text_field, encoding_errors):
+def _scan_file(path, file_format, text_field, encoding_errors, max_line_bytes):
     """Read a file once, line by line, in binary; raise on bad input; count what it holds."""
     counter = _FileCounter(path, file_format, text_field, encoding_errors)
     block, first_line = [], 1
     with _open_binary(path) as stream:
         for line in stream:
+            if len(line) > max_line_bytes:
+                _check_line_length(path, file_format, first_line + len(block), line, max_line_bytes)
             block.append(line)
             if len(block) == LINES_PER_BLOCK:
                 counter.add_block(block, first_line)
@@ -619,6 +703,27 @@ def _scan_file(path, file_format, text_field, encoding_errors):
         if first_line == 1 and not block:
             raise ValueError(f"{path} is empty.")
     return counter.finish()
+
+
+_LINE_IS = {
+    "bert": "a sentence, so this is likely a text without line breaks (format='prose' splits "
+    "such text into sentences)",
+    "prose": "part of a paragraph, split into sentences when read",
+    "jsonl": "one document, split into sentences when read",
+}
+
+
+def _check_line_length(path, file_format, number, line, max_line_bytes):
+    """Raise if `line` (raw bytes, with its line break) is longer than `max_line_bytes`."""
+    size = len(line.rstrip(b"\n"))
+    if size > max_line_bytes:
+        raise ValueError(
+            f"{path}, line {number}: {size:,} bytes, more than max_line_bytes="
+            f"{max_line_bytes:,}. In the {file_format!r} format a line is "
+            f"{_LINE_IS[file_format]}. Pass max_line_bytes={size} (or more) to "
+            "TextCorpus.from_files to read it; tokenizing a line takes up to about 100 times "
+            "its size in memory."
+        )
 
 
 class _FileCounter:
@@ -633,7 +738,9 @@ class _FileCounter:
         self.num_documents = 0
         self.num_sentences = 0
         self.num_empty_records = 0
+        self.num_documents_without_text = 0
         self.open_lines = 0  # "bert": sentences of the document still open
+        self.open_has_words = False  # "bert": whether one of them has a word
         self.open_paragraph = []  # "prose": lines of the paragraph still open
         self.paragraphs = []  # "prose": closed paragraphs not counted yet
 
@@ -659,10 +766,13 @@ class _FileCounter:
         if self.format == "jsonl":
             self._add_json_lines(lines, first_line)
             return
-        for line in lines:
+        words = has_words(tf.constant(lines, tf.string)).numpy() if self.format == "bert" else ()
+        for index, line in enumerate(lines):
             if line:
                 self.open_lines += 1
                 self.open_paragraph.append(line)
+                if self.format == "bert":
+                    self.open_has_words |= bool(words[index])
             else:
                 self._close_document()
         if len(self.paragraphs) >= LINES_PER_BLOCK:
@@ -673,9 +783,11 @@ class _FileCounter:
             if self.open_lines:
                 self.num_documents += 1
                 self.num_sentences += self.open_lines
+                self.num_documents_without_text += not self.open_has_words
         elif self.open_paragraph:
             self.paragraphs.append(self.open_paragraph)
         self.open_lines = 0
+        self.open_has_words = False
         self.open_paragraph = []
 
     def _count_paragraphs(self):
@@ -683,6 +795,7 @@ class _FileCounter:
             documents = _prose_documents(tf.ragged.constant(self.paragraphs, tf.string))
             self.num_documents += int(documents.nrows())
             self.num_sentences += int(tf.size(documents.flat_values))
+            self.num_documents_without_text += _count_documents_without_text(documents)
         self.paragraphs = []
 
     def _add_json_lines(self, lines, first_line):
@@ -719,10 +832,12 @@ class _FileCounter:
                     f"{self.path}, line {number}: the streaming reader could not find the "
                     f"top-level key {self.key} as plain text; write the key without escapes."
                 )
-        sentences = split_sentences(found).row_lengths().numpy()
+        documents = split_sentences(found)
+        sentences = documents.row_lengths().numpy()
         self.num_documents += int((sentences > 0).sum())
         self.num_sentences += int(sentences.sum())
         self.num_empty_records += int((sentences == 0).sum())
+        self.num_documents_without_text += _count_documents_without_text(_drop_empty(documents))
 
     def finish(self):
         if self.format != "jsonl":
@@ -731,7 +846,18 @@ class _FileCounter:
         if not self.num_documents:
             what = "records with text" if self.format == "jsonl" else "text"
             raise ValueError(f"{self.path} has no {what}: no document to read from it.")
-        return FileStats(self.path, self.num_documents, self.num_sentences, self.num_empty_records)
+        if self.num_documents_without_text == self.num_documents:
+            raise ValueError(
+                f"{self.path} has no text: its {self.num_documents:,} document(s) hold only "
+                "whitespace, control or format characters."
+            )
+        return FileStats(
+            self.path,
+            self.num_documents,
+            self.num_sentences,
+            self.num_empty_records,
+            self.num_documents_without_text,
+        )
 
 
 def read_sharded(files, read_file, input_context, shuffle_files=False, seed=None, epoch=0):

@@ -15,10 +15,10 @@ The selection is BERT's `create_masked_lm_predictions` (google-research/bert,
 3. Each selected piece becomes `[MASK]`, a random non-special id, or stays, independently.
 """
 
-import numbers
-
 import numpy as np
 import tensorflow as tf
+
+from lmpipe.layers.arguments import check_number
 
 _PHILOX = 1  # RNG_ALG_PHILOX, tensorflow/core/framework/rng_alg.h
 _SCRAMBLE_KEY = 0x02461E293EC8F720  # the key TensorFlow scrambles seeds with for Philox
@@ -57,15 +57,6 @@ class _RandomStreams:
         )
 
 
-def _check_rate(name, value, low_open=False):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"`{name}` must be a number in [0, 1], got {name}={value!r}.")
-    if low_open and not 0.0 < value <= 1.0:
-        raise ValueError(f"`{name}` must be a number in (0, 1], got {name}={value!r}.")
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"`{name}` must be a number in [0, 1], got {name}={value!r}.")
-
-
 def _check_int(name, value, low):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
         raise ValueError(f"`{name}` must be an integer >= {low}, got {name}={value!r}.")
@@ -96,9 +87,11 @@ class MaskedLMMasker:
     outputs in any process, eagerly, in graphs and under XLA.
 
     Selection, per sequence:
-    - `num_to_predict = min(max_predictions, max(1, round(num_maskable * selection_rate)))`,
-      where `num_maskable` counts the tokens that are not special (0 when there are none);
-      `round` halves to even, as Python's `round` in BERT's script, computed in float64.
+    - `num_to_predict = min(max_predictions, max(1, round(num_tokens * selection_rate)))`,
+      where `num_tokens` counts the sequence's tokens, special tokens such as `[CLS]` and
+      `[SEP]` included and padding excluded, as BERT's `len(tokens)`; `round` halves to even,
+      as Python's `round` in BERT's script, computed in float64. It is capped at the number
+      of maskable (non-special) tokens, and is 0 when there is none.
     - Token level (default): exactly `num_to_predict` maskable tokens, uniformly at random
       without replacement.
     - `whole_word=True`: a word is a non-continuation piece plus the continuation pieces
@@ -127,9 +120,11 @@ class MaskedLMMasker:
         mask_token_id: the `[MASK]` id; normally one of `special_token_ids`.
         special_token_ids: ids never selected and never drawn as a random replacement:
             `[PAD]`, `[CLS]`, `[SEP]`, `[MASK]` and any other reserved token. Taken exactly as
-            given (e.g. `[UNK]` may be predicted, as in BERT, unless listed here). Padding must
-            use one of these ids.
-        selection_rate: share of the maskable tokens to predict, in (0, 1].
+            given (e.g. `[UNK]` may be predicted, as in BERT, unless listed here).
+        pad_token_id: the `[PAD]` id, one of `special_token_ids` (0 in BERT's and lmpipe's
+            vocabularies): the positions holding it are padding and do not count in
+            `num_tokens`.
+        selection_rate: share of the tokens to predict (`num_tokens` above), in (0, 1].
         mask_token_rate: probability that a selected piece becomes `[MASK]`.
         random_token_rate: probability that a selected piece becomes a random id;
             `mask_token_rate + random_token_rate <= 1`, the rest stays unchanged.
@@ -181,6 +176,7 @@ class MaskedLMMasker:
         whole_word=False,
         continuation_mask=None,
         max_ngram=1,
+        pad_token_id=0,
     ):
         _check_int("vocabulary_size", vocabulary_size, 1)
         _check_int("mask_token_id", mask_token_id, 0)
@@ -190,14 +186,19 @@ class MaskedLMMasker:
                 f"got mask_token_id={mask_token_id!r}."
             )
         specials = _check_token_ids("special_token_ids", special_token_ids, vocabulary_size)
+        if isinstance(pad_token_id, bool) or pad_token_id not in specials:
+            raise ValueError(
+                "`pad_token_id` must be one of `special_token_ids` (padding is never "
+                f"predicted), got pad_token_id={pad_token_id!r}."
+            )
         if len(specials) >= vocabulary_size:
             raise ValueError(
                 f"`vocabulary_size` ({vocabulary_size}) must exceed the number of special "
                 f"token ids ({len(specials)}), so that there is something to predict."
             )
-        _check_rate("selection_rate", selection_rate, low_open=True)
-        _check_rate("mask_token_rate", mask_token_rate)
-        _check_rate("random_token_rate", random_token_rate)
+        check_number("selection_rate", selection_rate, above=0, maximum=1)
+        check_number("mask_token_rate", mask_token_rate, minimum=0, maximum=1)
+        check_number("random_token_rate", random_token_rate, minimum=0, maximum=1)
         if mask_token_rate + random_token_rate > 1.0 + 1e-9:
             raise ValueError(
                 "`mask_token_rate + random_token_rate` must be at most 1, got "
@@ -229,6 +230,7 @@ class MaskedLMMasker:
         self.vocabulary_size = vocabulary_size
         self.mask_token_id = mask_token_id
         self.special_token_ids = specials
+        self.pad_token_id = int(pad_token_id)
         self.selection_rate = float(selection_rate)
         self.mask_token_rate = float(mask_token_rate)
         self.random_token_rate = float(random_token_rate)
@@ -258,8 +260,7 @@ class MaskedLMMasker:
         token_ids, seed = self._check_call(token_ids, seed)
         random = _RandomStreams(seed)
         maskable = self._maskable(token_ids)  # [B, S]
-        num_maskable = tf.reduce_sum(tf.cast(maskable, tf.int32), axis=1)  # [B]
-        budget = self._num_to_predict(num_maskable)  # [B]
+        budget = self._num_to_predict(token_ids, maskable)  # [B]
         if self.whole_word or self.max_ngram > 1:
             selected = self._select_units(token_ids, maskable, budget, random)
             positions, weights = self._positions(selected)
@@ -318,12 +319,16 @@ class MaskedLMMasker:
             maskable = outside if maskable is None else maskable & outside
         return tf.ones_like(token_ids, tf.bool) if maskable is None else maskable
 
-    def _num_to_predict(self, num_maskable):
-        """BERT's `min(max_predictions, max(1, round(n * rate)))`, 0 when `n = 0`."""
+    def _num_to_predict(self, token_ids, maskable):
+        """BERT's `min(max_predictions, max(1, round(num_tokens * rate)))`, at most the
+        number of maskable tokens: [B] int32."""
+        num_tokens = tf.reduce_sum(tf.cast(token_ids != self.pad_token_id, tf.int32), axis=1)
+        num_maskable = tf.reduce_sum(tf.cast(maskable, tf.int32), axis=1)  # [B]
         # float64 and round-half-to-even reproduce Python's round(n * rate) exactly.
-        wanted = tf.round(tf.cast(num_maskable, tf.float64) * self.selection_rate)
+        wanted = tf.round(tf.cast(num_tokens, tf.float64) * self.selection_rate)
         wanted = tf.clip_by_value(tf.cast(wanted, tf.int32), 1, self.max_predictions)
-        return tf.where(num_maskable > 0, wanted, 0)
+        # BERT's loop stops when its candidates run out; the selection needs the cap too.
+        return tf.minimum(wanted, num_maskable)
 
     def _select_tokens(self, maskable, budget, random):
         """`budget` maskable positions per row, uniformly without replacement, ascending."""

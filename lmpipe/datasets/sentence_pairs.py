@@ -5,9 +5,9 @@ at once: every iteration of one `tf.while_loop` cuts the next chunk of *every* d
 the group, so the loop runs as many times as the longest document has chunks, and all the
 work inside is vectorized over the group.
 
-For each chunk of a document:
-- a target length is drawn: `max_num_tokens`, or with probability `short_seq_prob` a uniform
-  length in [2, max_num_tokens];
+A target length is drawn once per document, as BERT does: `max_num_tokens`, or with
+probability `short_seq_prob` a uniform length in [2, max_num_tokens]; every chunk of the
+document aims at it. For each chunk:
 - sentences are taken from the current position until the chunk reaches the target length
   (or the document ends);
 - segment A is the first k sentences of the chunk, k uniform in [1, n - 1] (n >= 2);
@@ -16,14 +16,19 @@ For each chunk of a document:
   the chunk's sentences after A are "put back" and start the next chunk, so no sentence is
   lost. Otherwise B is the rest of the chunk, label 1.
 - SOP: B is always the rest of the chunk (a one-sentence chunk is cut at a random token);
-  with probability 0.5 A and B are swapped, label 0; label 1 keeps the original order.
+  with probability 0.5 A and B are swapped, label 0; label 1 keeps the original order. A
+  chunk of one sentence of one token (only possible at the end of a document) cannot be
+  cut into two segments and gives no example.
 - single: the chunk is one segment.
 The pair is then truncated to `max_num_tokens` by removing tokens from the longer side
 (ties: from B), each removal from the front or the back with probability 1/2, as BERT's
 `truncate_seq_pair` does. The number of removals and their sides follow in closed form.
 
-Other documents for NSP come from the group and the group before it (the "pool"), never
-from the document itself.
+Other documents for NSP come from the group and the group before it (the "pool"): a
+document with another text (another id) where the pool has one. When every document of the
+pool has the same text, B comes from another document of the pool all the same (the same
+text, still label 0), and from the document itself when the pool holds no other, as BERT
+does when its ten draws of another document all fail.
 """
 
 import tensorflow as tf
@@ -67,13 +72,13 @@ def pair_spans(
         pool: int32 RaggedTensor `[D, (sentences), (tokens)]` of tokenized documents; the last
             `num_current` are the documents to cut, all of them are candidates for NSP's random
             second segment. Every sentence must have at least one token.
-        pool_ids: int64 `[D]` identifiers of the documents (a document is never paired with
-            a document of the same id).
+        pool_ids: int64 `[D]` identifiers of the documents (NSP pairs a document with a
+            document of another id, unless the pool has none: see the module docstring).
         num_current: number of documents to cut (the last ones of the pool).
         seed: shape-[2] int seed of the stateless random ops.
         objective: "nsp", "sop" or "single".
         max_num_tokens: the budget of A + B (sequence length minus the special tokens).
-        short_seq_prob: probability of drawing a shorter target length.
+        short_seq_prob: probability that a document gets a shorter target length.
         truncate: truncate the pairs to `max_num_tokens` (turned off only to inspect the
             untruncated sentence spans).
 
@@ -93,18 +98,25 @@ def pair_spans(
     document_end = tf.gather(sentence_splits, current + 1)
     position = tf.gather(sentence_splits, current)
     shape = tf.shape(current)
+    # Every step consumes at least one sentence of every unfinished document.
+    max_steps = tf.maximum(tf.reduce_max(document_end - position), 1)
+    # One target length per document, for all its chunks (BERT's create_instances_from_document).
+    short = tf.random.stateless_uniform(shape, _fold(seed, -3)) < short_seq_prob
+    short_target = _uniform_int(_fold(seed, -4), shape, 2, max(max_num_tokens, 2))
+    target = tf.where(short, short_target, max_num_tokens)  # [G]
     if objective == "nsp":
         # Another document for every chunk: uniform over the pool's documents whose id differs
-        # from the current one. Drawn up front, one column per loop step (a document has at
+        # from the current one; failing that, over the pool's other documents; failing that,
+        # the document itself. Drawn up front, one column per loop step (a document has at
         # most one chunk per sentence).
-        max_steps = tf.maximum(tf.reduce_max(document_end - position), 1)
-        different = tf.not_equal(tf.gather(pool_ids, current)[:, None], pool_ids[None, :])
-        tf.debugging.assert_equal(
-            tf.reduce_all(tf.reduce_any(different, axis=1)),
-            True,
-            message="NSP needs a second document, but all documents of the pool are the same.",
-        )
-        logits = tf.where(different, 0.0, float("-inf"))  # [G, D]
+        other_text = tf.not_equal(tf.gather(pool_ids, current)[:, None], pool_ids[None, :])
+        other_index = tf.not_equal(current[:, None], tf.range(num_pool)[None, :])  # [G, D]
+
+        def where_any(preferred, fallback):
+            return tf.where(tf.reduce_any(preferred, axis=1, keepdims=True), preferred, fallback)
+
+        allowed = where_any(other_text, where_any(other_index, tf.ones_like(other_index)))
+        logits = tf.where(allowed, 0.0, float("-inf"))  # [G, D]
         other_document = tf.cast(
             tf.random.stateless_categorical(logits, max_steps, _fold(seed, -2)), tf.int32
         )  # [G, max_steps]
@@ -112,12 +124,10 @@ def pair_spans(
     def body(step, position, outputs):
         step_seed = _fold(seed, step)
         draw = [_fold(step_seed, i) for i in range(8)]
-        active = position < document_end
+        unfinished = position < document_end
+        active = unfinished
         start = tf.minimum(position, document_end - 1)  # keep finished documents in range
 
-        short = tf.random.stateless_uniform(shape, draw[0]) < short_seq_prob
-        short_target = _uniform_int(draw[1], shape, 2, max(max_num_tokens, 2))
-        target = tf.where(short, short_target, max_num_tokens)
         end = _chunk_end(cumulative, start, target, document_end)
         num_sentences = end - start
         a_sentences = tf.where(
@@ -173,7 +183,7 @@ def pair_spans(
         outputs = tuple(
             array.write(step, value) for array, value in zip(outputs, values, strict=True)
         )
-        position = tf.where(active, next_position, position)
+        position = tf.where(unfinished, next_position, position)
         return step + 1, position, outputs
 
     outputs = tuple(
@@ -183,6 +193,7 @@ def pair_spans(
         lambda step, position, outputs: tf.reduce_any(position < document_end),
         body,
         (tf.constant(0), position, outputs),
+        maximum_iterations=max_steps,  # never reached; a bound, so that it can never hang
     )
     # [steps, G] -> [G, steps], so that the chunks of a document stay in order.
     stacked = [tf.reshape(tf.transpose(array.stack()), [-1]) for array in outputs]

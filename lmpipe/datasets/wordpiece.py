@@ -79,6 +79,19 @@ _KEEP = f"{_PUNCTUATION}|{_CJK}"
 _LONG_RUN = rf"(?s).*\S{{{MAX_CHARS_PER_WORD + 1}}}.*"
 
 
+def has_words(texts):
+    """Bool, per string of `texts`: whether the tokenizer finds a word in it, in graph ops.
+
+    A text has words when it holds a character that is neither whitespace nor dropped by
+    step 1 of the module docstring (control, format such as the zero-width space, private use,
+    unassigned, U+FFFD). A text without one (empty, or only such characters) tokenizes to no
+    piece with any vocabulary. (Text of combining accents alone has words here, and none for an
+    uncased tokenizer, which drops accents.)
+    """
+    texts = tf.strings.regex_replace(texts, r"\x{FFFD}", "")
+    return tf.strings.regex_full_match(texts, r"(?s).*[\p{L}\p{M}\p{N}\p{P}\p{S}].*")
+
+
 class WordPieceTokenizer(tf.Module):
     """BERT's WordPiece tokenizer: text to int32 ids in the TensorFlow graph, and back.
 
@@ -124,14 +137,20 @@ class WordPieceTokenizer(tf.Module):
         ids = _check_vocabulary(tokens, lambda i: f"`vocabulary[{i}]`", "`vocabulary`")
         # Python-side state lives in a plain object, which tf.Module does not track.
         self._vocab = _Vocabulary(tokens, ids, lower_case)
-        self._tokenizer = text.FastWordpieceTokenizer(
-            tokens,
-            suffix_indicator=_SUFFIX,
-            max_bytes_per_word=_MAX_BYTES_PER_WORD,
-            token_out_type=tf.int32,
-            unknown_token="[UNK]",
-            no_pretokenization=False,
-        )
+        try:
+            self._tokenizer = text.FastWordpieceTokenizer(
+                tokens,
+                suffix_indicator=_SUFFIX,
+                max_bytes_per_word=_MAX_BYTES_PER_WORD,
+                token_out_type=tf.int32,
+                unknown_token="[UNK]",
+                no_pretokenization=False,
+            )
+        except RuntimeError as error:  # the op's trie builder found no usable piece
+            raise ValueError(
+                "`vocabulary` has no piece that words can be split into (a word, a "
+                f"punctuation character or a '##' piece): {error}"
+            ) from None
         self._continuation = tf.constant(self._vocab.continuation_mask)
         special = np.zeros(len(tokens), bool)
         special[list(self._vocab.special_ids)] = True
@@ -156,12 +175,16 @@ class WordPieceTokenizer(tf.Module):
 
         Raises:
             ValueError: the file is missing or unreadable, is empty, has an empty or duplicate
-                token (the line is named), or lacks one of `[PAD] [UNK] [CLS] [SEP] [MASK]`.
+                token (the line is named), lacks one of `[PAD] [UNK] [CLS] [SEP] [MASK]`, or
+                has no token besides the bracketed special ones.
         """
         path = os.fspath(path)
         tokens = _read_vocabulary_file(path)
         _check_vocabulary(tokens, lambda i: f"{path}, line {i + 1}", f"The vocabulary {path}")
-        return cls(tokens, lower_case=lower_case)
+        try:
+            return cls(tokens, lower_case=lower_case)
+        except ValueError as error:
+            raise ValueError(str(error).replace("`vocabulary`", f"The vocabulary {path}")) from None
 
     @classmethod
     def load(cls, directory):
@@ -256,8 +279,8 @@ class WordPieceTokenizer(tf.Module):
                 `lower_thresh`, `num_iterations`, `max_input_tokens`, `slack_ratio`).
 
         Raises:
-            ValueError: a bad argument, an empty corpus, or a `vocab_size` too small for the
-                corpus's alphabet.
+            ValueError: a bad argument, an empty corpus, a `vocab_size` too small for the
+                corpus's alphabet, or a corpus from which no piece is learned.
         """
         if not isinstance(lower_case, bool):
             raise ValueError(f"`lower_case` must be True or False, got lower_case={lower_case!r}.")
@@ -323,6 +346,14 @@ class WordPieceTokenizer(tf.Module):
             **params,
         )
         vocabulary = _fit_size(vocabulary, vocab_size, len(reserved))
+        if len(vocabulary) == len(reserved):
+            longest = max(len(word) for word in counts)
+            raise ValueError(
+                f"No word piece could be learned from the corpus's {len(counts):,} distinct "
+                f"words (the longest has {longest:,} characters): the learner skips words "
+                f"longer than max_token_length={max_token_length} and words with a character "
+                f"outside the max_unique_chars={max_unique_chars} most frequent ones."
+            )
         return cls(vocabulary, lower_case=lower_case)
 
     # ------------------------------------------------------------------ vocabulary
@@ -620,6 +651,11 @@ def _check_vocabulary(tokens, where, what):
         raise ValueError(
             f"{what} lacks the special token(s) {' '.join(missing)}; a WordPiece vocabulary "
             f"for lmpipe must contain all of {' '.join(SPECIAL_TOKENS)}."
+        )
+    if all(_SPECIAL_TOKEN_PATTERN.fullmatch(t) for t in tokens):
+        raise ValueError(
+            f"{what} has only special tokens ({len(tokens)}: {' '.join(tokens[:8])}"
+            f"{' ...' if len(tokens) > 8 else ''}): it needs word pieces to tokenize text."
         )
     return ids
 

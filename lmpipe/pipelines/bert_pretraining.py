@@ -40,12 +40,16 @@ class BertPretraining:
         seed: seed of every random choice: the same seed gives identical batches.
         max_predictions: masked-LM predictions per example; defaults to
             `ceil(seq_len * selection_rate)` (20 for seq_len 128).
-        selection_rate: share of the maskable tokens predicted (0.15).
+        selection_rate: share of an example's tokens predicted (0.15): BERT's
+            `round(len(tokens) * 0.15)`, `[CLS]` and `[SEP]` counted, padding not. `[UNK]` is
+            predicted like any other token; the other bracketed tokens never are.
         mask_token_rate: share of the predictions replaced by `[MASK]` (0.8).
         random_token_rate: share replaced by a random token (0.1); the rest is unchanged.
         whole_word: select whole words rather than pieces.
-        max_ngram: mask spans of up to n words, p(n) ~ 1/n (ALBERT uses 3).
-        short_seq_prob: probability of a shorter target length (0.1).
+        max_ngram: mask spans of up to n words (of pieces without `whole_word`), p(n) ~ 1/n
+            (ALBERT uses 3).
+        short_seq_prob: probability that a document is cut into examples of a shorter
+            target length (0.1), drawn once per document and epoch as in BERT.
         model: the encoder's configuration, a `BertConfig` (or `AlbertConfig`); defaults to
             `BertConfig.small()` sized to the tokenizer's vocabulary, with `max(seq_len, 128)`
             positions, at most 512 (a longer `seq_len` needs a config with more positions).
@@ -121,7 +125,9 @@ class BertPretraining:
         self.masker = MaskedLMMasker(
             vocabulary_size=tokenizer.vocabulary_size,
             mask_token_id=tokenizer.mask_id,
-            special_token_ids=tokenizer.special_token_ids,
+            # BERT predicts [UNK] (and may draw it as a random token); it is a word of the text.
+            special_token_ids=[i for i in tokenizer.special_token_ids if i != tokenizer.unk_id],
+            pad_token_id=tokenizer.pad_id,
             selection_rate=selection_rate,
             mask_token_rate=mask_token_rate,
             random_token_rate=random_token_rate,
@@ -336,16 +342,18 @@ class AlbertPretraining(BertPretraining):
     `AlbertConfig` encoder (factorized embedding, one shared block).
 
     Takes the arguments of `BertPretraining`; defaults differ: `objective="sop"`,
-    `max_ngram=3`, and `model` defaults to `AlbertConfig.tiny()`-like sizes scaled to the
-    tokenizer (`AlbertConfig.base()` for real runs).
+    `whole_word=True` and `max_ngram=3` (n-grams of up to 3 complete words, p(n) ~ 1/n, as
+    in the paper and in google-research/albert's data script), and `model` defaults to
+    `AlbertConfig.tiny()`-like sizes scaled to the tokenizer (`AlbertConfig.base()` for
+    real runs).
 
     Reference: Lan et al., "ALBERT", 2020, sections 3 and 4.1.
     """
 
     default_objective = "sop"
 
-    def __init__(self, tokenizer, *args, max_ngram=3, **kwargs):
-        super().__init__(tokenizer, *args, max_ngram=max_ngram, **kwargs)
+    def __init__(self, tokenizer, *args, whole_word=True, max_ngram=3, **kwargs):
+        super().__init__(tokenizer, *args, whole_word=whole_word, max_ngram=max_ngram, **kwargs)
 
     def default_config(self, **sizes):
         return AlbertConfig(

@@ -355,8 +355,85 @@ def test_bad_jsonl_lines_are_reported_with_file_and_line(tmp_path, line, message
         TextCorpus.from_files(path)
 
 
+@pytest.mark.parametrize(
+    "file_format, long_line",
+    [
+        ("bert", "x" * 101),
+        ("prose", "A sentence. " * 8 + "Its end."),  # 104 bytes
+        ("jsonl", json.dumps({"text": "y" * 95})),  # 105 bytes
+    ],
+)
+def test_a_line_over_max_line_bytes_is_named_with_file_line_and_limit(
+    tmp_path, file_format, long_line
+):
+    short = json.dumps({"text": "Fine."}) if file_format == "jsonl" else "Fine."
+    name = "d.jsonl" if file_format == "jsonl" else "d.txt"
+    path = write(tmp_path / name, f"{short}\n{short}\n{long_line}\n")
+    message = re.escape(path) + rf", line 3: {len(long_line)} bytes, more than max_line_bytes=100\."
+    with pytest.raises(ValueError, match=message):
+        TextCorpus.from_files(path, format=file_format, max_line_bytes=100)
+    # The limit is the parameter's: a line of exactly that many bytes passes.
+    corpus = TextCorpus.from_files(path, format=file_format, max_line_bytes=len(long_line))
+    assert corpus.num_documents >= 1
+
+
+def test_a_50_megabyte_line_is_refused_when_the_corpus_is_made(tmp_path):
+    # Once validated, such a line aborted the process at the first batch (std::bad_alloc).
+    path = tmp_path / "one-line.txt"
+    with open(path, "wb") as file:
+        file.write(b"First sentence.\n\n")
+        file.write(b"words without end " * (50_000_000 // 18) + b"\n")
+    with pytest.raises(ValueError, match=r"one-line.txt, line 3: 49,999,986 bytes, more than "):
+        TextCorpus.from_files(str(path))
+    assert corpus_module.DEFAULT_MAX_LINE_BYTES == 10 * 2**20
+
+
+@pytest.mark.parametrize(
+    "file_format, content",
+    [
+        ("bert", "One.\nTwo.\n\n\u200b\u200b\n\x01\x02\n\n\u2060\n\nThree.\n\u200b\n"),
+        ("prose", "One. Two.\n\n\u200b\u200b \x01\x02\n\n\u2060\n\nThree. \u200b\n"),
+        (
+            "jsonl",
+            "".join(
+                json.dumps({"text": text}) + "\n"
+                for text in ["One. Two.", "\u200b\u200b \x01", "\u2060", "Three. \u200b"]
+            ),
+        ),
+    ],
+)
+def test_documents_without_text_are_counted_and_described(tmp_path, file_format, content):
+    name = "d.jsonl" if file_format == "jsonl" else "d.txt"
+    path = write(tmp_path / name, content)
+    corpus = TextCorpus.from_files(path, format=file_format)
+    assert corpus.num_documents == 4 and corpus.num_documents_without_text == 2
+    assert corpus.file_stats[0].num_documents_without_text == 2
+    assert "2 documents without text" in corpus.describe()
+    # They are still read (pretraining skips them, as they have no token).
+    assert len(list(corpus.iter_documents())) == 4
+
+
+def test_documents_without_text_in_memory_are_counted():
+    corpus = TextCorpus.from_documents([["One."], ["\u200b\u200b", "\x07"], ["\ufffd"]])
+    assert corpus.num_documents_without_text == 2
+    assert "2 documents without text" in corpus.describe()
+    assert TextCorpus.from_documents([["One."]]).num_documents_without_text == 0
+    assert "without text" not in TextCorpus.from_documents([["One."]]).describe()
+
+
+def test_a_corpus_or_file_of_documents_without_text_is_an_error(tmp_path):
+    path = write(tmp_path / "junk.txt", "\u200b\u200b\n\n\x01\x02\n")
+    with pytest.raises(ValueError, match=re.escape(path) + " has no text: its 2 document"):
+        TextCorpus.from_files(path)
+    with pytest.raises(ValueError, match="`documents` has no text"):
+        TextCorpus.from_documents([["\u200b"], ["\x01\x02"]])
+
+
 def test_bad_arguments_name_the_parameter(tmp_path):
     path = write(tmp_path / "a.txt", "One.\n")
+    for value in (0, 1.5, None, True):
+        with pytest.raises(ValueError, match="`max_line_bytes` must be a positive integer"):
+            TextCorpus.from_files(path, max_line_bytes=value)
     with pytest.raises(ValueError, match="`format` must be one of"):
         TextCorpus.from_files(path, format="csv")
     with pytest.raises(ValueError, match="`encoding_errors` must be one of"):

@@ -66,10 +66,16 @@ def selected_mask(out, seq_len):
     return selected
 
 
-def expected_budget(rows, rate=0.15, max_predictions=20):
-    num_maskable = (~np.isin(rows, SPECIALS)).sum(axis=1)
+def expected_budget(rows, rate=0.15, max_predictions=20, pad=PAD, specials=SPECIALS):
+    """BERT's num_to_predict: a share of all the tokens of the example, [CLS] and [SEP]
+    included, padding not; BERT's loop then stops when the candidates run out."""
+    num_tokens = (rows != pad).sum(axis=1)
+    num_maskable = (~np.isin(rows, specials)).sum(axis=1)
     return np.array(
-        [min(max_predictions, max(1, round(n * rate))) if n else 0 for n in num_maskable]
+        [
+            min(max_predictions, max(1, round(n * rate)), m)
+            for n, m in zip(num_tokens, num_maskable, strict=True)
+        ]
     )
 
 
@@ -109,17 +115,52 @@ def test_selected_count_follows_bert_formula(token_run):
 
 def test_count_rounds_half_to_even_like_python():
     # 30 * 0.15 = 4.5 -> 4 and 10 * 0.25 = 2.5 -> 2 with Python's round; 11 * 0.5 = 5.5 -> 6.
+    # n counts [CLS] and [SEP], as BERT's len(tokens) does.
     for n, rate in [(30, 0.15), (10, 0.25), (11, 0.5)]:
-        row = np.array([[CLS, *range(10, 10 + n), SEP]], np.int32)
+        row = np.array([[CLS, *range(10, 10 + n - 2), SEP]], np.int32)
         masker = MaskedLMMasker(VOCAB, MASK, SPECIALS, selection_rate=rate, max_predictions=40)
         out = masker(row, seed=[1, 2])
         assert out["mask_weights"].numpy().sum() == round(n * rate)
 
 
-def test_selected_share_of_maskable_tokens_is_selection_rate(token_run):
+def test_count_includes_cls_and_sep_but_not_padding():
+    # 10 tokens, 3 of them special, then padding: BERT's round(10 * 0.15) = round(1.5) = 2;
+    # counting the 7 maskable tokens would give 1, counting the padding too 3 (or more).
+    # 17 tokens: round(2.55) = 3 (2 from the 14 maskable ones).
+    rows = np.full((2, 20), PAD, np.int32)
+    rows[0, :10] = [CLS, 10, 11, 12, 13, SEP, 14, 15, 16, SEP]
+    rows[1, :17] = [CLS, *range(20, 27), SEP, *range(30, 37), SEP]
+    masker = MaskedLMMasker(VOCAB, MASK, SPECIALS)
+    for seed in range(20):
+        out = masker(rows, [seed, 3])
+        np.testing.assert_array_equal(out["mask_weights"].numpy().sum(axis=1), [2, 3])
+    # Padding is whatever `pad_token_id` names.
+    rows[rows == PAD] = RESERVED
+    masker = MaskedLMMasker(VOCAB, MASK, SPECIALS, pad_token_id=RESERVED)
+    np.testing.assert_array_equal(masker(rows, [0, 0])["mask_weights"].numpy().sum(axis=1), [2, 3])
+
+
+@pytest.mark.parametrize("whole_word", [False, True], ids=["tokens", "words"])
+def test_count_is_capped_by_the_maskable_tokens(whole_word):
+    # round(7 * 1.0) = 7 wanted, 5 candidates: BERT's loop takes all 5 and stops.
+    rows = np.array([[CLS, 10, 11, SEP, 12, 13, 14, SEP, PAD]], np.int32)
+    masker = MaskedLMMasker(
+        VOCAB,
+        MASK,
+        SPECIALS,
+        selection_rate=1.0,
+        whole_word=whole_word,
+        continuation_mask=CONTINUATION if whole_word else None,
+    )
+    out = masker(rows, [1, 1])
+    weights = out["mask_weights"].numpy()[0]
+    assert weights.sum() == 5
+    assert out["mask_positions"].numpy()[0][weights > 0].tolist() == [1, 2, 4, 5, 6]
+
+
+def test_selected_share_of_tokens_is_selection_rate(token_run):
     rows, _, selected = token_run
-    maskable = ~np.isin(rows, SPECIALS)
-    share = selected.sum() / maskable.sum()
+    share = selected.sum() / (rows != PAD).sum()
     # Deterministic up to rounding per row (at most 0.5 token of ~9 on average).
     assert abs(share - 0.15) < 0.01
 
@@ -520,6 +561,12 @@ def test_xla_compiled_masks_equal_graph_masks():
         ({"selection_rate": 0.0}, "selection_rate"),
         ({"selection_rate": 1.5}, "selection_rate"),
         ({"selection_rate": "0.15"}, "selection_rate"),
+        ({"selection_rate": float("nan")}, "selection_rate"),
+        ({"mask_token_rate": float("nan")}, "mask_token_rate"),
+        ({"random_token_rate": float("inf")}, "random_token_rate"),
+        ({"random_token_rate": float("-inf")}, "random_token_rate"),
+        ({"pad_token_id": 7}, "pad_token_id"),
+        ({"pad_token_id": None}, "pad_token_id"),
         ({"mask_token_rate": -0.1}, "mask_token_rate"),
         ({"random_token_rate": 1.2}, "random_token_rate"),
         ({"mask_token_rate": 0.8, "random_token_rate": 0.3}, "mask_token_rate + random_token_rate"),

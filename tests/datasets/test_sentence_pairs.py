@@ -167,3 +167,121 @@ def test_same_seed_same_pairs_and_another_seed_other_pairs(pool):
         len(first[key]) == len(other[key]) and np.array_equal(first[key], other[key])
         for key in first
     )
+
+
+def bert_example_lengths(documents, max_num_tokens, short_seq_prob, rng):
+    """Lengths (special tokens included) of the NSP examples of BERT's
+    `create_instances_from_document`, run once on every document: its length logic, written
+    here from the algorithm's description.
+
+    Args:
+        documents: per document, the number of tokens of each of its sentences.
+    """
+    lengths = []
+    for index, document in enumerate(documents):
+        # One target length for the whole document.
+        target = max_num_tokens
+        if rng.random() < short_seq_prob:
+            target = rng.integers(2, max_num_tokens + 1)
+        chunk, chunk_tokens, i = [], 0, 0
+        while i < len(document):
+            chunk.append(document[i])
+            chunk_tokens += document[i]
+            if i == len(document) - 1 or chunk_tokens >= target:
+                a_sentences = rng.integers(1, len(chunk)) if len(chunk) >= 2 else 1
+                a = sum(chunk[:a_sentences])
+                if len(chunk) == 1 or rng.random() < 0.5:
+                    # B from a random other document, from a random sentence on, until it
+                    # reaches what is left of the target; the chunk's unused sentences go back.
+                    other = rng.integers(len(documents) - 1)
+                    other += other >= index
+                    start = rng.integers(len(documents[other]))
+                    b = 0
+                    for sentence in documents[other][start:]:
+                        b += sentence
+                        if b >= target - a:
+                            break
+                    i -= len(chunk) - a_sentences
+                else:
+                    b = sum(chunk[a_sentences:])
+                lengths.append(min(a + b, max_num_tokens) + 3)
+                chunk, chunk_tokens = [], 0
+            i += 1
+    return np.array(lengths)
+
+
+def test_example_lengths_follow_berts_per_document_target_length(comedies, bert_tokenizer):
+    """BERT draws the shorter target length once per document, so a document drawn short
+    gives only short examples. Both algorithms cut every comedy scene, many times over; a
+    document's draw moves the lengths of all its examples, so the sampling error is measured
+    over whole repetitions (the spread of their shares), not over examples."""
+    seq_len = 128
+    tokens = bert_tokenizer.tokenize(tf.ragged.constant(list(comedies.iter_documents())))
+    tokens = tf.ragged.boolean_mask(tokens, tokens.row_lengths(axis=2) > 0)
+    num_documents = int(tokens.nrows())
+    ids = tf.range(num_documents, dtype=tf.int64)
+
+    @tf.function
+    def lmpipe_lengths(seed):
+        spans = pair_spans(tokens, ids, num_documents, seed, "nsp", seq_len - 3, 0.1)
+        return spans["a_end"] - spans["a_start"] + spans["b_end"] - spans["b_start"] + 3
+
+    documents = tokens.row_lengths(axis=2).to_list()
+    rng = np.random.default_rng(0)
+    edges = [0, 16, 32, 48, 64, 80, 96, 112, seq_len, seq_len + 1]
+
+    def shares(lengths):
+        """Share of examples under half of seq_len, then the histogram's shares."""
+        histogram = np.histogram(lengths, edges)[0] / len(lengths)
+        return np.r_[(lengths < seq_len // 2).mean(), histogram]
+
+    ours = np.array([shares(lmpipe_lengths(tf.constant([k, 1])).numpy()) for k in range(100)])
+    bert = np.array(
+        [shares(bert_example_lengths(documents, seq_len - 3, 0.1, rng)) for _ in range(300)]
+    )
+    difference = ours.mean(axis=0) - bert.mean(axis=0)
+    standard_error = np.sqrt(ours.var(axis=0) / len(ours) + bert.var(axis=0) / len(bert))
+    assert np.all(np.abs(difference) <= 5 * standard_error), (difference, standard_error)
+    assert bert[:, 0].mean() > 0.09  # BERT: about a tenth of the examples are short
+
+
+def test_sop_skips_a_lone_one_token_sentence_and_ends():
+    # The second document is one sentence of one token, the first ends with one: neither can
+    # be cut into two segments (the loop used to wait for them forever).
+    pool = tf.RaggedTensor.from_nested_row_lengths(
+        tf.range(10, 17), [[3, 1], [3, 2, 1, 1]]
+    )  # [[[10, 11, 12], [13, 14], [15]], [[16]]]
+    ids = tf.constant([1, 2], tf.int64)
+    spans = pair_spans(pool, ids, 2, tf.constant([1, 2]), "sop", 5, short_seq_prob=0.0)
+    spans = {name: value.numpy() for name, value in spans.items()}
+    assert spans["document"].tolist() == [0]
+    pair = sorted(
+        [(spans["a_start"][0], spans["a_end"][0]), (spans["b_start"][0], spans["b_end"][0])]
+    )
+    assert pair == [(0, 3), (3, 5)]  # [10, 11, 12] and [13, 14]; [15] and [16] are left out
+
+
+def test_nsp_takes_b_from_another_text_else_another_copy_else_itself(pool):
+    tokens, _ = pool
+    starts, document_of = sentence_index(tokens)
+    count = int(tokens.nrows())
+
+    def b_documents(ids, seed):
+        spans = cut((tokens, tf.constant(ids, tf.int64)), "nsp", seed, num_current=count)
+        random_next = spans["label"] == 0
+        b = document_of[np.searchsorted(starts, spans["b_start"], side="right") - 1]
+        return spans["document"][random_next], b[random_next]
+
+    # Documents 0 and 1 have the same text: each takes B from the others only.
+    ids = [0, 0] + list(range(2, count))
+    own, other = b_documents(ids, [1, 5])
+    assert len(own) > 50 and not np.isin(other[own < 2], [0, 1]).any()
+    # Every document the same text (the pool that used to stop training): B from another copy.
+    own, other = b_documents([7] * count, [2, 5])
+    assert len(own) > 50 and np.all(own != other)
+    # A pool of one document: B from the document itself, still label 0.
+    single = tokens[:1]
+    spans = pair_spans(
+        single, tf.constant([3], tf.int64), 1, tf.constant([3, 5]), "nsp", MAX_TOKENS
+    )
+    assert (spans["label"].numpy() == 0).sum() > 5

@@ -400,6 +400,29 @@ def test_from_vocab_file_reports_bad_files(tmp_path):
         WordPieceTokenizer.from_vocab_file(binary)
 
 
+def test_a_vocabulary_without_word_pieces_is_named(tmp_path):
+    # Only special tokens: the tokenizer op's trie builder would fail with a RuntimeError
+    # that names neither the file nor the problem.
+    specials = write_vocabulary(tmp_path / "specials.txt", [*SPECIAL_TOKENS, "[unused0]"])
+    with pytest.raises(ValueError, match=r"specials.txt has only special tokens"):
+        WordPieceTokenizer.from_vocab_file(specials)
+    with pytest.raises(ValueError, match=r"`vocabulary` has only special tokens"):
+        WordPieceTokenizer([*SPECIAL_TOKENS])
+    # Saved, then loaded: the error names the file in the directory.
+    directory = tmp_path / "saved"
+    toy_tokenizer().save(directory)
+    write_vocabulary(directory / "vocab.txt", SPECIAL_TOKENS)
+    with pytest.raises(ValueError, match=r"saved/vocab.txt has only special tokens"):
+        WordPieceTokenizer.load(directory)
+    # Tokens that no word can be split into ("a.b": punctuation splits it first).
+    unusable = write_vocabulary(tmp_path / "unusable.txt", [*SPECIAL_TOKENS, "a.b"])
+    with pytest.raises(ValueError, match=r"unusable.txt has no piece that words can be split"):
+        WordPieceTokenizer.from_vocab_file(unusable)
+    # Training on words the learner skips (longer than max_token_length) learns nothing.
+    with pytest.raises(ValueError, match=r"No word piece could be learned .*max_token_length=50"):
+        WordPieceTokenizer.train(["a" * 60, "b" * 70], vocab_size=200)
+
+
 def test_from_vocab_file_reads_windows_line_endings(tmp_path):
     path = tmp_path / "vocab.txt"
     path.write_bytes("\r\n".join(TOY_VOCABULARY).encode("utf-8") + b"\r\n")
