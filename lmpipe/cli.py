@@ -108,12 +108,10 @@ def _pretrain(arguments):
         mixed_precision=arguments.mixed_precision,
         jit_compile=arguments.xla,
     )
-    from lmpipe.pipelines.distribution import is_chief
-
-    if not is_chief(strategy):
-        return 0
     pipeline_dir = os.path.join(arguments.out, "pipeline")
-    pipe.save(pipeline_dir)
+    pipe = _save_after_fit(pipe, strategy, pipeline_dir)
+    if pipe is None:
+        return 0
     print(f"Saved the pipeline to {pipeline_dir}")
     batch_size = None if arguments.model == "xlnet" else arguments.batch_size
     metrics = pipe.evaluate(corpus, batch_size=batch_size, steps=10, verbose=0)
@@ -125,6 +123,28 @@ def _pretrain(arguments):
         export_dir = arguments.export_dir or os.path.join(arguments.out, "serving")
         print(f"Exported for TensorFlow Serving: {pipe.export(export_dir)}")
     return 0
+
+
+def _save_after_fit(pipe, strategy, directory):
+    """Save the trained `pipe` to `directory`; return the pipeline to evaluate and export, or
+    None on a worker that is done.
+
+    After a multi-worker fit nothing more runs under the strategy: evaluating there is a
+    collective every worker would have to join, and the cluster ends with training. The chief
+    saves the pipeline (which only reads the weights) and goes on with the copy it loads back,
+    outside the strategy; the other workers are done.
+    """
+    import tensorflow as tf
+
+    from lmpipe.pipelines.distribution import is_chief
+
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        pipe.save(directory)
+        return pipe
+    if not is_chief(strategy):
+        return None
+    pipe.save(directory)
+    return _load_pipeline(directory)
 
 
 def _load_pipeline(directory):
@@ -185,9 +205,11 @@ def _finetune(arguments):
         checkpoint_dir=os.path.join(arguments.out, "checkpoints"),
         learning_rate=arguments.learning_rate,
     )
+    classifier = _save_after_fit(classifier, strategy, os.path.join(arguments.out, "pipeline"))
+    if classifier is None:
+        return 0
     metrics = classifier.evaluate(splits.test, batch_size=arguments.batch_size)
     print("Test split: " + ", ".join(f"{k} {v:.4f}" for k, v in sorted(metrics.items())))
-    classifier.save(os.path.join(arguments.out, "pipeline"))
     if not arguments.no_export:
         export_dir = arguments.export_dir or os.path.join(arguments.out, "serving")
         print(f"Exported for TensorFlow Serving: {classifier.export(export_dir)}")
