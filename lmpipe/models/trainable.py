@@ -16,6 +16,12 @@ def global_sum(value):
     return context.all_reduce(tf.distribute.ReduceOp.SUM, value)
 
 
+def _in_replica_of_many():
+    """True inside `strategy.run` of a strategy with several replicas."""
+    context = tf.distribute.get_replica_context()  # None in a cross-replica context
+    return context is not None and context.num_replicas_in_sync > 1
+
+
 class TrainingSteps:
     """What lmpipe's training models add to `keras.Model`: for models that lmpipe builds
     completely before `fit`, and that report their metrics with `compute_metrics` returning
@@ -28,7 +34,42 @@ class TrainingSteps:
       has nothing to do: it is skipped then;
     - after each step Keras averages the metrics across workers with a reduction over axis 0,
       which fails on scalars: under that strategy the metrics are returned with shape [1].
+
+    It also compiles the forward pass with XLA on each replica for strategies with several
+    replicas, where Keras' `jit_compile=True` fails (see `jit_compile_per_replica`).
     """
+
+    def jit_compile_per_replica(self, enabled=True):
+        """XLA-compile the training forward pass (and with it the backward pass) on each
+        replica, for training under a strategy with several replicas; compile the model with
+        `jit_compile=False` then.
+
+        Keras' `jit_compile=True` compiles the function that runs the step on every replica
+        (`strategy.run` inside), one XLA program over the devices of all replicas, which XLA
+        cannot place ("Trying to access resource ... located in device CPU:1 from device
+        CPU:0"). TensorFlow compiles a function called inside `strategy.run` per replica, but
+        only without cross-replica communication inside it on CPUs (a `merge_call` cannot run
+        in a compiled function there). So the model's call is what is compiled: the loss
+        (which sums counts over the replicas) and the optimizer (which sums the gradients)
+        run outside XLA, as they run in Keras' step.
+        """
+        forward = None
+        if enabled:
+            # Keras' own `__call__`, so that its input conversion, dtype policy and training
+            # argument work as usual inside the compiled function.
+            forward = tf.function(
+                lambda *args, **kwargs: keras.Model.__call__(self, *args, **kwargs),
+                jit_compile=True,
+                reduce_retracing=True,
+            )
+        # Set without Keras' attribute tracking: a function, not state to track or save.
+        object.__setattr__(self, "_replica_forward", forward)
+
+    def __call__(self, *args, **kwargs):
+        forward = self.__dict__.get("_replica_forward")
+        if forward is not None and kwargs.get("training") is True and _in_replica_of_many():
+            return forward(*args, **kwargs)
+        return super().__call__(*args, **kwargs)
 
     def _maybe_symbolic_build(self, iterator=None, data_batch=None):
         optimizer_ready = self.optimizer is None or self.optimizer.built

@@ -5,23 +5,46 @@ dropout and the state a model returns from an optional `checkpoint_state()` (a d
 trackables, e.g. XLNet's memory of every replica); the optimizer's step counter
 says how many batches were trained, which is also the data position (the input pipelines are
 deterministic, so resuming skips that many batches). `tf.train.CheckpointManager` writes the
-files first and then atomically replaces the `checkpoint` index that points at the latest
+files first and then atomically replaces the `checkpoint` pointer file that names the latest
 one, so a crash while writing leaves the previous checkpoint as the latest, intact.
+
+Resuming survives damage to the directory: a missing or unreadable pointer file, or a latest
+checkpoint that is truncated or gone, makes the run continue from the newest checkpoint that
+reads back completely, with a warning naming what was damaged; it never starts again from step
+0 while checkpoints are there (if none reads back, the error names them). Folders left by a
+killed save (`ckpt-N_temp`, `.tmp-lmpipe-*`) are removed when the next run starts.
 
 Beside the checkpoints, `run.json` records the model configuration; resuming with another
 configuration is an error that says so, not a shape mismatch deep in TensorFlow.
+
+Under a multi-worker strategy every worker reads the same directory (it must be on storage all
+of them share) and they check, before training, that they resume from the same step.
 """
 
 import json
+import logging
 import os
+import re
+import shutil
 import tempfile
 
 import keras
+import numpy as np
 import tensorflow as tf
 
-from lmpipe.pipelines.distribution import is_chief
+from lmpipe.pipelines.distribution import gather_from_replicas, is_chief
 
 RUN_FILE = "run.json"
+POINTER_FILE = "checkpoint"  # the name `tf.train.CheckpointManager` gives it
+CHECKPOINT_NAME = "ckpt"  # checkpoints are `ckpt-<step>.index` and `ckpt-<step>.data-*`
+TEMPORARY_PREFIX = ".tmp-lmpipe-"
+# How long the workers of a multi-worker run wait for each other to compare the steps they
+# resume from (they get there after building the model, which may take one longer).
+RESUME_CHECK_TIMEOUT = 600
+
+logger = logging.getLogger(__name__)
+_CHECKPOINT_FILE = re.compile(rf"^{CHECKPOINT_NAME}-(\d+)\.index$")
+_LEFTOVER = re.compile(rf"^({CHECKPOINT_NAME}-\d+_temp|{re.escape(TEMPORARY_PREFIX)}.*)$")
 
 
 class TrainingCheckpoint:
@@ -29,7 +52,8 @@ class TrainingCheckpoint:
 
     Args:
         directory: where checkpoints go; workers other than the chief write theirs to a
-            temporary directory (they must take part in saving, but only the chief's are kept).
+            temporary directory (they must take part in saving, but only the chief's are kept;
+            `close` removes it).
         model: the compiled Keras model; its optimizer is checkpointed with it.
         strategy: the distribution strategy the model was built in.
         run_config: a JSON-serializable dict describing the model; it must match on resume.
@@ -38,10 +62,14 @@ class TrainingCheckpoint:
 
     def __init__(self, directory, model, strategy, run_config, max_to_keep=3):
         self.directory = directory
+        self.strategy = strategy
         self.chief = is_chief(strategy)
         self.model = model
         self.run_config = run_config
-        write_directory = directory if self.chief else tempfile.mkdtemp(prefix="lmpipe-worker-")
+        self.max_to_keep = max_to_keep
+        self._write_directory = (
+            directory if self.chief else tempfile.mkdtemp(prefix="lmpipe-worker-")
+        )
         # The random states of dropout (Keras seed generators) are not among the model's
         # checkpointed weights; saving them too makes a resumed run draw the same dropout
         # masks as an uninterrupted one.
@@ -58,12 +86,8 @@ class TrainingCheckpoint:
         model_state = model.checkpoint_state() if hasattr(model, "checkpoint_state") else {}
         if model_state:
             self.checkpoint.model_state = model_state
-        self.manager = tf.train.CheckpointManager(
-            self.checkpoint, write_directory, max_to_keep=max_to_keep
-        )
-        self._read_manager = tf.train.CheckpointManager(
-            self.checkpoint, directory, max_to_keep=max_to_keep
-        )
+        self._manager = None  # made by the first save, after `restore`
+        self._saved_steps = None
 
     @property
     def steps(self):
@@ -71,40 +95,233 @@ class TrainingCheckpoint:
         return int(self.model.optimizer.iterations.numpy())
 
     def restore(self):
-        """Restore the latest checkpoint, if there is one; return the steps it had done."""
-        run_path = os.path.join(self.directory, RUN_FILE)
-        latest = self._read_manager.latest_checkpoint
-        if latest is None:
+        """Restore the newest intact checkpoint, if there is one; return the steps it had done.
+
+        Under a multi-worker strategy every worker must call this (the workers compare the
+        steps they restored).
+
+        Raises:
+            ValueError: when the checkpoints are of another model configuration, when
+                `run.json` cannot be read, when no checkpoint reads back completely, or when
+                the workers of a multi-worker run restored different steps.
+        """
+        if self.chief:
+            self._remove_leftovers()
+        candidates = self._candidates()
+        if candidates:
+            self._check_run_config()
+            self._restore_newest_intact(candidates)
+            steps = self.steps
+        else:
             if self.chief:
-                tf.io.gfile.makedirs(self.directory)
-                with tf.io.gfile.GFile(run_path, "w") as file:
-                    json.dump(self.run_config, file, indent=2, sort_keys=True)
-            return 0
-        if tf.io.gfile.exists(run_path):
-            with tf.io.gfile.GFile(run_path) as file:
-                saved = json.load(file)
-            if saved != self.run_config:
-                differences = sorted(
-                    key
-                    for key in set(saved) | set(self.run_config)
-                    if saved.get(key) != self.run_config.get(key)
-                )
-                raise ValueError(
-                    f"The checkpoints in {self.directory!r} are of another model configuration "
-                    f"(differs in: {', '.join(differences)}); use another `checkpoint_dir` or "
-                    "the configuration that wrote them."
-                )
-        try:
-            self.checkpoint.restore(latest).assert_existing_objects_matched()
-        except (ValueError, AssertionError) as error:
-            raise ValueError(
-                f"The checkpoint {latest!r} does not fit this model: {error}"
-            ) from None
-        return self.steps
+                self._write_run_config()
+            steps = 0
+        self._check_workers_agree(steps)
+        self._saved_steps = steps
+        return steps
 
     def save(self):
-        """Write a checkpoint numbered by the current step."""
-        self.manager.save(checkpoint_number=self.steps)
+        """Write a checkpoint numbered by the current step, unless there is one of this step
+        already (an epoch end that is also a `checkpoint_every` step is saved once).
+
+        Raises:
+            FloatingPointError: when a weight is NaN or infinite (the checkpoints written
+                before are kept, and none of these weights).
+        """
+        steps = self.steps
+        if steps == self._saved_steps:
+            return
+        variables = self.model.trainable_variables
+        finite = tf.stack([tf.reduce_all(tf.math.is_finite(v.value)) for v in variables])
+        bad = [
+            variable.path for variable, ok in zip(variables, finite.numpy(), strict=True) if not ok
+        ]
+        if bad:
+            raise FloatingPointError(
+                f"After step {steps} the weights {', '.join(bad[:5])}"
+                f"{' and others' if len(bad) > 5 else ''} are not finite; training stopped "
+                f"without checkpointing them (the checkpoints in {self.directory!r} are "
+                "kept). Lower the learning rate or clip the gradients harder."
+            )
+        if self._manager is None:
+            self._manager = tf.train.CheckpointManager(
+                self.checkpoint,
+                self._write_directory,
+                max_to_keep=self.max_to_keep,
+                checkpoint_name=CHECKPOINT_NAME,
+            )
+        self._manager.save(checkpoint_number=steps)
+        self._saved_steps = steps
+
+    def close(self):
+        """Remove a worker's temporary checkpoints (the chief's directory stays)."""
+        if not self.chief:
+            shutil.rmtree(self._write_directory, ignore_errors=True)
+
+    # Resuming ---------------------------------------------------------------------------------
+
+    def _pointer_path(self):
+        return os.path.join(self.directory, POINTER_FILE)
+
+    def _candidates(self):
+        """`[(step, prefix)]` of the checkpoints on disk or named by the pointer file, newest
+        first; warns when the pointer file is missing or unreadable while checkpoints exist."""
+        steps = set()
+        if tf.io.gfile.isdir(self.directory):
+            for name in tf.io.gfile.listdir(self.directory):
+                match = _CHECKPOINT_FILE.match(name)
+                if match:
+                    steps.add(int(match.group(1)))
+        pointer = self._pointer_path()
+        state = None
+        if tf.io.gfile.exists(pointer):
+            try:
+                state = tf.train.get_checkpoint_state(self.directory)
+            except UnicodeDecodeError:  # TensorFlow returns None for other garbage
+                state = None
+        if state is None:
+            if tf.io.gfile.exists(pointer):
+                logger.warning(
+                    "The checkpoint pointer file %s cannot be read; it is ignored, and the "
+                    "run resumes from the newest intact checkpoint file in the directory, if "
+                    "any (the next save writes a new pointer file).",
+                    pointer,
+                )
+                if self.chief:
+                    # The checkpoint manager would stumble on it again.
+                    tf.io.gfile.remove(pointer)
+            elif steps:
+                logger.warning(
+                    "The checkpoint pointer file %s is missing; resuming from the newest intact "
+                    "checkpoint in the directory instead.",
+                    pointer,
+                )
+        else:
+            for path in [*state.all_model_checkpoint_paths, state.model_checkpoint_path]:
+                match = re.match(rf"^{CHECKPOINT_NAME}-(\d+)$", os.path.basename(path))
+                if match:
+                    steps.add(int(match.group(1)))
+        return [
+            (step, os.path.join(self.directory, f"{CHECKPOINT_NAME}-{step}"))
+            for step in sorted(steps, reverse=True)
+        ]
+
+    def _restore_newest_intact(self, candidates):
+        """Restore the newest of `candidates` that reads back completely; return its prefix."""
+        damaged = []
+        for _, prefix in candidates:
+            try:
+                self.checkpoint.restore(prefix).assert_existing_objects_matched()
+            except (ValueError, AssertionError, IndexError, tf.errors.OpError) as error:
+                # A mismatch with the model, or damaged files: reading the files alone tells.
+                reason = _unreadable(prefix)
+                if reason is None:
+                    raise ValueError(
+                        f"The checkpoint {prefix!r} does not fit this model: {error}"
+                    ) from None
+                logger.warning("Skipping the damaged checkpoint %s: %s", prefix, reason)
+                damaged.append(f"{prefix} ({reason})")
+                continue
+            if damaged:
+                logger.warning(
+                    "Resuming from %s (step %d), the newest intact checkpoint.",
+                    prefix,
+                    self.steps,
+                )
+            return prefix
+        raise ValueError(
+            f"None of the checkpoints in {self.directory!r} reads back completely: "
+            f"{'; '.join(damaged)}. Restore them from a copy, or remove them and the pointer "
+            f"file {self._pointer_path()} to train from the start."
+        )
+
+    def _remove_leftovers(self):
+        """Remove the folders and files a killed run left half-written."""
+        if not tf.io.gfile.isdir(self.directory):
+            return
+        for name in tf.io.gfile.listdir(self.directory):
+            name = name.rstrip("/")
+            if not _LEFTOVER.match(name):
+                continue
+            path = os.path.join(self.directory, name)
+            logger.warning("Removing %s, left by an interrupted run.", path)
+            if tf.io.gfile.isdir(path):
+                tf.io.gfile.rmtree(path)
+            else:
+                tf.io.gfile.remove(path)
+
+    def _run_path(self):
+        return os.path.join(self.directory, RUN_FILE)
+
+    def _write_run_config(self):
+        """Write `run.json` through a temporary file, so that a killed run leaves the whole
+        file or none."""
+        tf.io.gfile.makedirs(self.directory)
+        temporary = os.path.join(self.directory, f"{TEMPORARY_PREFIX}{RUN_FILE}")
+        with tf.io.gfile.GFile(temporary, "w") as file:
+            json.dump(self.run_config, file, indent=2, sort_keys=True)
+        tf.io.gfile.rename(temporary, self._run_path(), overwrite=True)
+
+    def _check_run_config(self):
+        run_path = self._run_path()
+        if not tf.io.gfile.exists(run_path):
+            return
+        with tf.io.gfile.GFile(run_path) as file:
+            text = file.read()
+        try:
+            saved = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ValueError(
+                f"{run_path} is not valid JSON ({error}): it records the model configuration "
+                "of the checkpoints beside it. Restore it from a copy, or remove it to resume "
+                "without the configuration check."
+            ) from None
+        if not isinstance(saved, dict):
+            raise ValueError(f"{run_path} must hold a JSON object, got {text[:80]!r}.")
+        if saved != self.run_config:
+            differences = sorted(
+                key
+                for key in set(saved) | set(self.run_config)
+                if saved.get(key) != self.run_config.get(key)
+            )
+            raise ValueError(
+                f"The checkpoints in {self.directory!r} are of another model configuration "
+                f"(differs in: {', '.join(differences)}, see {run_path}); use another "
+                "`checkpoint_dir` or the configuration that wrote them."
+            )
+
+    def _check_workers_agree(self, steps):
+        """Stop every worker of a multi-worker run when they restored different steps (their
+        checkpoint directories are not the same shared storage)."""
+        try:
+            restored = gather_from_replicas(self.strategy, steps, RESUME_CHECK_TIMEOUT)
+        except TimeoutError as error:
+            raise TimeoutError(
+                f"{error} (comparing the step each worker resumes from; this worker restored "
+                f"step {steps} from {self.directory!r})."
+            ) from None
+        if len(set(restored)) > 1:
+            others = sorted(set(restored) - {steps})
+            raise ValueError(
+                f"The workers resume from different steps: this one from step {steps} (read "
+                f"from {self.directory!r}), others from step "
+                f"{', '.join(str(step) for step in others)}. Every worker must read the same "
+                "checkpoint directory: put `checkpoint_dir` on storage that all workers share, "
+                "at the same path on each."
+            )
+
+
+def _unreadable(prefix):
+    """Why the checkpoint `prefix` does not read back (every tensor is read, which checks the
+    files' lengths and checksums), or None when it does."""
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+        for name in reader.get_variable_to_shape_map():
+            reader.get_tensor(name)
+    except (tf.errors.OpError, IndexError, ValueError) as error:
+        message = getattr(error, "message", None) or str(error)
+        return message.splitlines()[0] if message else type(error).__name__
+    return None
 
 
 class CheckpointCallback(keras.callbacks.Callback):
@@ -121,3 +338,24 @@ class CheckpointCallback(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         self.training_checkpoint.save()
+
+
+class StopOnNonFiniteLoss(keras.callbacks.Callback):
+    """Stop training with a `FloatingPointError` at the first step whose loss is NaN or
+    infinite, naming the step and the losses; put it before the callbacks that checkpoint, so
+    that no checkpoint of the weights that step produced is written."""
+
+    def on_train_batch_end(self, batch, logs=None):
+        bad = {
+            name: value
+            for name, value in (logs or {}).items()
+            if name.endswith("loss") and not np.all(np.isfinite(value))
+        }
+        if bad:
+            steps = int(self.model.optimizer.iterations.numpy())
+            losses = ", ".join(f"{name}={value}" for name, value in sorted(bad.items()))
+            raise FloatingPointError(
+                f"Training stopped at step {steps}: the loss is not finite ({losses}). The "
+                "checkpoints written before are kept; lower the learning rate or clip the "
+                "gradients harder."
+            )

@@ -1,11 +1,19 @@
 """Distribution strategies by name, and per-replica datasets."""
 
 import json
+import logging
 import os
+import subprocess
+import sys
 
 import tensorflow as tf
 
 STRATEGY_NAMES = (None, "default", "mirrored", "multi_worker")
+# Seconds a multi-worker strategy waits for every task of the cluster to start.
+CLUSTER_TIMEOUT = 600
+_CLUSTER_NOTICE_AFTER = 30  # seconds before saying what it waits for
+
+logger = logging.getLogger(__name__)
 
 
 def check_tf_config():
@@ -58,13 +66,16 @@ def check_strategy(strategy):
         )
 
 
-def distribution_strategy(strategy=None):
+def distribution_strategy(strategy=None, cluster_timeout=CLUSTER_TIMEOUT):
     """A `tf.distribute.Strategy` from a name or an instance.
 
     Args:
         strategy: None or "default" (the current strategy: one device), "mirrored" (all local
             GPUs, or the CPU), "multi_worker" (MultiWorkerMirroredStrategy over the cluster in
             TF_CONFIG), or a `tf.distribute.Strategy`.
+        cluster_timeout: "multi_worker" only: seconds to wait for every task of the cluster to
+            start. Past them the process says why on stderr and is ended (TensorFlow waits
+            inside a call that Python cannot interrupt, so it is ended with SIGTERM).
 
     "multi_worker" must be created before TensorFlow runs anything else in the process (a
     constraint of collective ops): call this first thing in the training script.
@@ -75,17 +86,83 @@ def distribution_strategy(strategy=None):
     if strategy in (None, "default"):
         return tf.distribute.get_strategy()
     # MirroredStrategy reads TF_CONFIG too (to refuse a cluster): a malformed one is named.
-    check_tf_config()
+    config = check_tf_config()
     if strategy == "mirrored":
         return tf.distribute.MirroredStrategy()
     try:
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        with _ClusterWatchdog(config, cluster_timeout):
+            return tf.distribute.MultiWorkerMirroredStrategy()
     except RuntimeError as error:
         raise RuntimeError(
             "MultiWorkerMirroredStrategy must be created before TensorFlow runs anything in "
             "this process: call lmpipe.pipelines.distribution_strategy('multi_worker') at the "
             f"start of the script and pass the strategy object to fit ({error})."
         ) from None
+
+
+# Run by `_ClusterWatchdog` in a child process: the parent is blocked inside TensorFlow, holding
+# Python's global lock, so no thread of its own could end the wait. The child returns as soon
+# as the parent closes its stdin (the cluster formed, or the parent ended).
+_WATCHDOG_PROGRAM = """
+import os, select, signal, sys, time
+parent, notice_after, timeout = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+if select.select([sys.stdin], [], [], notice_after)[0]:
+    sys.exit(0)
+sys.stderr.write(sys.argv[4] + "\\n")
+sys.stderr.flush()
+if select.select([sys.stdin], [], [], timeout - notice_after)[0]:
+    sys.exit(0)
+sys.stderr.write(sys.argv[5] + "\\n")
+sys.stderr.flush()
+os.kill(parent, signal.SIGTERM)
+time.sleep(10)
+if not select.select([sys.stdin], [], [], 0)[0]:
+    os.kill(parent, signal.SIGKILL)
+"""
+
+
+class _ClusterWatchdog:
+    """While creating a multi-worker strategy: after a while, say which cluster it waits for;
+    after `timeout` seconds, end the process with a message. TensorFlow blocks until every task
+    of the cluster has registered, for example when one worker of a failed run was restarted
+    alone (the others must be started again too)."""
+
+    def __init__(self, config, timeout):
+        self.config = config
+        self.timeout = timeout
+        self.process = None
+
+    def __enter__(self):
+        if self.config is None or os.name != "posix":
+            return self
+        task = self.config["task"]
+        tasks = sum(len(addresses) for addresses in self.config["cluster"].values())
+        this = f"{task['type']} {task['index']}"
+        cluster = json.dumps(self.config["cluster"])
+        notice = (
+            f"{this} waits for the {tasks} tasks of the cluster in TF_CONFIG to start "
+            f"({cluster}); it gives up after {self.timeout} s."
+        )
+        error = (
+            f"error: {this} waited {self.timeout} s for the {tasks} tasks of the cluster in "
+            f"TF_CONFIG ({cluster}) and not all of them started. Start every task; after a "
+            "failure, restart all of them (they resume from the checkpoint directory they "
+            "share). Ending this process."
+        )
+        notice_after = min(_CLUSTER_NOTICE_AFTER, self.timeout)
+        command = [sys.executable, "-c", _WATCHDOG_PROGRAM, str(os.getpid())]
+        command += [str(notice_after), str(self.timeout), notice, error]
+        try:
+            self.process = subprocess.Popen(command, stdin=subprocess.PIPE)
+        except OSError as failure:  # no interpreter to run it: wait as TensorFlow does
+            logger.warning("No watchdog for the cluster's start (%s).", failure)
+        return self
+
+    def __exit__(self, *exc_info):
+        if self.process is not None:
+            self.process.stdin.close()
+            self.process.wait()
+        return False
 
 
 def per_replica_batch_size(strategy, batch_size):
@@ -111,6 +188,38 @@ def distributed_dataset(strategy, make_dataset):
     ):
         return make_dataset(None)
     return strategy.distribute_datasets_from_function(make_dataset)
+
+
+def gather_from_replicas(strategy, value, timeout_seconds):
+    """The integer `value` of every replica of `strategy`, as a list (one per replica).
+
+    Under a `MultiWorkerMirroredStrategy` this is a collective: every worker must call it, and
+    it waits at most `timeout_seconds` for them. With one process every replica has the value
+    given, so nothing is exchanged.
+
+    Raises:
+        TimeoutError: when some worker did not take part within `timeout_seconds`.
+    """
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return [value] * strategy.num_replicas_in_sync
+    options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=timeout_seconds)
+    local = tf.constant([value], tf.int64)
+
+    @tf.function
+    def gather():
+        def replica_fn():
+            context = tf.distribute.get_replica_context()
+            return context.all_gather(local, axis=0, options=options)
+
+        return strategy.run(replica_fn)
+
+    try:
+        gathered = strategy.experimental_local_results(gather())[0]
+    except tf.errors.DeadlineExceededError:
+        raise TimeoutError(
+            f"Not every worker of the cluster took part within {timeout_seconds} s"
+        ) from None
+    return [int(item) for item in gathered.numpy()]
 
 
 def is_chief(strategy):

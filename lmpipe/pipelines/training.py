@@ -7,7 +7,11 @@ import os
 import keras
 
 from lmpipe.layers.arguments import check_number
-from lmpipe.pipelines.checkpointing import CheckpointCallback, TrainingCheckpoint
+from lmpipe.pipelines.checkpointing import (
+    CheckpointCallback,
+    StopOnNonFiniteLoss,
+    TrainingCheckpoint,
+)
 from lmpipe.pipelines.distribution import (
     check_strategy,
     distributed_dataset,
@@ -49,6 +53,19 @@ def adamw(learning_rate, total_steps, warmup_steps, weight_decay, clipnorm):
     )
     optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
     return optimizer
+
+
+def _jit_compile_per_replica(model, enabled):
+    """Have `model` XLA-compile its forward pass per replica (see
+    `lmpipe.models.trainable.TrainingSteps.jit_compile_per_replica`), or stop doing so."""
+    if hasattr(model, "jit_compile_per_replica"):
+        model.jit_compile_per_replica(enabled)
+    elif enabled:
+        raise ValueError(
+            f"`jit_compile=True` with several replicas needs a model that compiles its forward "
+            f"pass per replica (an lmpipe TrainingSteps model); {type(model).__name__} is not "
+            "one: train it with jit_compile=False."
+        )
 
 
 class History(keras.callbacks.History):
@@ -105,14 +122,18 @@ def train(
         strategy: None (one device), "mirrored", "multi_worker" (cluster from TF_CONFIG) or a
             `tf.distribute.Strategy`.
         checkpoint_dir: checkpoints and TensorBoard logs; the same run started again (after a
-            crash) continues from the latest checkpoint, and a finished run is not repeated.
+            crash) continues from the latest intact checkpoint, and a finished run is not
+            repeated. Multi-worker runs need it on storage that every worker shares.
         learning_rate: peak learning rate of AdamW (linear warmup, then linear decay to 0).
         warmup_steps: warmup of the schedule; defaults to 10% of all steps.
         weight_decay: AdamW's decoupled weight decay (not on biases and LayerNorms).
         clipnorm: global gradient-norm clipping.
         mixed_precision: None, "mixed_bfloat16" or "mixed_float16" (Keras adds loss scaling).
-        jit_compile: XLA-compile the train step.
+        jit_compile: XLA-compile the train step; with several replicas, each replica's
+            forward and backward pass (the loss and the optimizer update run without XLA).
         checkpoint_every: also checkpoint every this many steps (else at epoch ends).
+        A step whose loss is NaN or infinite stops training with a `FloatingPointError`;
+        the checkpoints written before it are kept.
         log_dir: TensorBoard logs (defaults to `<checkpoint_dir>/logs`).
         callbacks: more Keras callbacks.
         verbose: Keras' progress bar setting.
@@ -159,29 +180,69 @@ def train(
             )
         else:
             model_optimizer = optimizer(total_steps)
-        model.compile(optimizer=model_optimizer, jit_compile=jit_compile)
+        compile_per_replica = jit_compile is True and strategy.num_replicas_in_sync > 1
+        model.compile(
+            optimizer=model_optimizer, jit_compile=False if compile_per_replica else jit_compile
+        )
+        _jit_compile_per_replica(model, compile_per_replica)
         model.optimizer.build(model.trainable_variables)
     checkpoint = None
-    steps_done = 0
     if checkpoint_dir is not None:
         checkpoint = TrainingCheckpoint(checkpoint_dir, model, strategy, run_config)
-        steps_done = checkpoint.restore()
+    try:
+        history = _resume_and_fit(
+            model,
+            checkpoint,
+            make_dataset,
+            strategy=strategy,
+            per_replica=per_replica,
+            epochs=epochs,
+            steps_per_epoch=steps_per_epoch,
+            checkpoint_every=checkpoint_every,
+            log_dir=log_dir,
+            callbacks=callbacks,
+            verbose=verbose,
+        )
+    finally:
+        if checkpoint is not None:
+            checkpoint.close()
+    return model, history
 
+
+def _resume_and_fit(
+    model,
+    checkpoint,
+    make_dataset,
+    *,
+    strategy,
+    per_replica,
+    epochs,
+    steps_per_epoch,
+    checkpoint_every,
+    log_dir,
+    callbacks,
+    verbose,
+):
+    """`train`'s second half: restore `checkpoint` (None: none), then fit the steps left."""
+    total_steps = epochs * steps_per_epoch
+    steps_done = 0 if checkpoint is None else checkpoint.restore()
     history = History()
     history.set_model(model)
     if steps_done >= total_steps:
         if verbose:
             print(
                 f"Training already finished: {steps_done} of {total_steps} steps are in "
-                f"{checkpoint_dir!r}."
+                f"{checkpoint.directory!r}."
             )
-        return model, history
+        return history
 
-    callbacks = list(callbacks or [])
+    # The loss check goes first: it stops training before any callback, a checkpoint in
+    # particular, sees the weights a non-finite step left.
+    callbacks = [StopOnNonFiniteLoss(), *(callbacks or [])]
     if checkpoint is not None:
         callbacks.append(CheckpointCallback(checkpoint, every_steps=checkpoint_every))
-    if log_dir is None and checkpoint_dir is not None and is_chief(strategy):
-        log_dir = os.path.join(checkpoint_dir, "logs")
+    if log_dir is None and checkpoint is not None and is_chief(strategy):
+        log_dir = os.path.join(checkpoint.directory, "logs")
     if log_dir is not None:
         callbacks.append(keras.callbacks.TensorBoard(log_dir=log_dir, update_freq="epoch"))
 
@@ -223,7 +284,7 @@ def train(
             shuffle=False,  # the datasets shuffle themselves, deterministically
         )
         history.extend(part)
-    return model, history
+    return history
 
 
 def one_pass_steps(steps, batch_size, what="the corpus"):

@@ -5,12 +5,10 @@ One device and a MirroredStrategy (all replicas local) are covered by the XLNet 
 each holding one replica, which gather their values into the chief's checkpoint.
 """
 
-import json
-import os
 import pathlib
-import socket
-import subprocess
 import sys
+
+from tests.local_cluster import run_workers
 
 WORKER_SCRIPT = """
 import json, os, sys, tempfile
@@ -39,6 +37,8 @@ strategy.run(fill, args=(10.0,))
 checkpoint = tf.train.Checkpoint(state=ReplicaLocalState({"memory": variable}, strategy))
 # Every worker saves (they gather together); only the chief's directory is read back.
 path = checkpoint.save(os.path.join(directory if index == 0 else tempfile.mkdtemp(), "ckpt"))
+# A barrier: the chief has written its checkpoint before any worker reads it.
+strategy.reduce("SUM", strategy.run(lambda: tf.constant(1.0)), axis=None)
 assert dict(tf.train.list_variables(path))["state/.ATTRIBUTES/memory"] == [2, 2, 3]
 strategy.run(fill, args=(100.0,))
 chief_path = os.path.join(directory, os.path.basename(path))
@@ -49,29 +49,17 @@ print("OK")
 """
 
 
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def test_each_worker_restores_its_own_replicas_value_from_the_chiefs_checkpoint(tmp_path):
     root = pathlib.Path(__file__).resolve().parents[2]
-    cluster = {"worker": [f"127.0.0.1:{free_port()}" for _ in range(2)]}
-    workers = []
-    for index in range(2):
-        tf_config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
-        environment = dict(os.environ, TF_CONFIG=json.dumps(tf_config), TF_CPP_MIN_LOG_LEVEL="3")
-        workers.append(
-            subprocess.Popen(
-                [sys.executable, "-c", WORKER_SCRIPT, str(tmp_path)],
-                cwd=root,
-                env=environment,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-            )
-        )
-    outputs = [worker.communicate(timeout=300)[0] for worker in workers]
-    for worker, output in zip(workers, outputs, strict=True):
-        assert worker.returncode == 0 and "OK" in output, output[-3000:]
+    command = [sys.executable, "-c", WORKER_SCRIPT, str(tmp_path)]
+    results = run_workers(
+        [command, command],
+        env={"PYTHONPATH": str(root), "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    # Every worker's output on failure: a worker that dies makes the others fail with
+    # "Socket closed", which does not say why.
+    report = "\n".join(
+        f"worker {index} (exit {code}):\n{text[-2000:]}"
+        for index, (code, text) in enumerate(results)
+    )
+    assert all(code == 0 and "OK" in text for code, text in results), report

@@ -23,6 +23,8 @@ def main():
     parser.add_argument("--checkpoint-every", type=int, default=None)
     parser.add_argument("--hidden", type=int, default=32)
     parser.add_argument("--step-delay", type=float, default=0.0)
+    parser.add_argument("--jit-compile", action="store_true")
+    parser.add_argument("--dropout", type=float, default=0.1)
     arguments = parser.parse_args()
 
     import tensorflow as tf
@@ -59,6 +61,8 @@ def main():
         num_heads=2,
         intermediate_dim=2 * arguments.hidden,
         max_sequence_length=32,
+        dropout=arguments.dropout,
+        attention_dropout=arguments.dropout,
     )
     pipe = BertPretraining(tokenizer, seq_len=32, objective="nsp", seed=7, model=config)
 
@@ -79,6 +83,7 @@ def main():
         checkpoint_dir=arguments.checkpoint_dir,
         checkpoint_every=arguments.checkpoint_every,
         learning_rate=1e-3,
+        jit_compile=arguments.jit_compile,
         callbacks=callbacks,
         verbose=0,
     )

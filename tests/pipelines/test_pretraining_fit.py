@@ -3,7 +3,6 @@
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ from lmpipe.datasets import TextCorpus, WordPieceTokenizer
 from lmpipe.models import AlbertConfig, BertConfig
 from lmpipe.pipelines import AlbertPretraining, BertPretraining, distribution_strategy
 from lmpipe.pipelines.distribution import per_replica_batch_size
+from tests.local_cluster import run_workers
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "fit_script.py")
 
@@ -125,46 +125,92 @@ def test_mirrored_strategy_on_two_logical_cpus_keeps_replicas_identical(tmp_path
     assert history["steps"] == 8
 
 
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+@pytest.mark.slow
+def test_xla_with_two_replicas_compiles_each_replica_and_trains_as_without(tmp_path):
+    # Keras compiles the step of all replicas as one XLA program, which fails with two
+    # devices; lmpipe compiles each replica's forward and backward pass. No dropout: XLA
+    # draws other random numbers.
+    same = ["--logical-cpus", "2", "--dropout", "0", "--epochs", "1", "--steps", "2"]
+    logging_on = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="0")
+    compiled = run_script(tmp_path / "xla", *same, "--jit-compile", env=logging_on)
+    assert compiled.returncode == 0, compiled.stderr[-3000:]
+    assert "Compiled cluster using XLA" in compiled.stderr
+    plain = run_script(tmp_path / "plain", *same)
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    with_xla = replica_weights(tmp_path / "xla" / "result.npz")
+    without = replica_weights(tmp_path / "plain" / "result.npz")
+    for name, values in with_xla.items():
+        np.testing.assert_array_equal(values[0], values[1])
+        np.testing.assert_allclose(values[0], without[name][0], rtol=1e-5, atol=1e-6)
+
+
+def multi_worker_fit(tmp_path, checkpoint_dirs, *arguments, timeout=300):
+    """fit_script on two local workers (worker i checkpointing in `checkpoint_dirs[i]`, with
+    its temporary files under tmp_path/tmp); returns `[(returncode, output)]`."""
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    commands = [
+        [
+            sys.executable,
+            SCRIPT,
+            str(tmp_path / f"worker{index}"),
+            "--strategy",
+            "multi_worker",
+            "--checkpoint-dir",
+            str(directory),
+            *arguments,
+        ]
+        for index, directory in enumerate(checkpoint_dirs)
+    ]
+    return run_workers(commands, timeout=timeout, env={"TMPDIR": str(tmp_path / "tmp")})
 
 
 @pytest.mark.slow
 def test_multi_worker_strategy_on_two_local_workers_ends_with_identical_weights(tmp_path):
-    cluster = {"worker": [f"127.0.0.1:{free_port()}" for _ in range(2)]}
-    workers = []
-    for index in range(2):
-        tf_config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
-        env = dict(os.environ, TF_CONFIG=json.dumps(tf_config))
-        workers.append(
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    SCRIPT,
-                    str(tmp_path / f"worker{index}"),
-                    "--strategy",
-                    "multi_worker",
-                    "--checkpoint-dir",
-                    str(tmp_path / "checkpoints"),
-                ],
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-            )
-        )
-    outputs = [worker.communicate(timeout=600)[0] for worker in workers]
-    for worker, output in zip(workers, outputs, strict=True):
-        assert worker.returncode == 0, output[-3000:]
+    checkpoints = tmp_path / "checkpoints"
+    for returncode, output in multi_worker_fit(tmp_path, [checkpoints, checkpoints]):
+        assert returncode == 0, output[-3000:]
     first = replica_weights(tmp_path / "worker0" / "result.npz")
     second = replica_weights(tmp_path / "worker1" / "result.npz")
     assert first.keys() == second.keys()
     for name in first:
         np.testing.assert_array_equal(first[name][0], second[name][0])
-    # Only the chief's checkpoints are kept, in the shared checkpoint directory.
-    assert (tmp_path / "checkpoints" / "ckpt-8.index").exists()
+    # Only the chief's checkpoints are kept, in the shared checkpoint directory; the other
+    # worker's temporary ones are removed.
+    assert (checkpoints / "ckpt-8.index").exists()
+    assert not list((tmp_path / "tmp").glob("lmpipe-worker-*"))
+
+
+@pytest.mark.slow
+def test_workers_resuming_from_different_steps_stop_with_an_error_naming_both(tmp_path):
+    # A first run leaves ckpt-2 in the chief's directory; the other worker's directory is not
+    # the same storage, so it finds nothing there.
+    chief_only = ["--epochs", "1", "--steps", "2", "--checkpoint-dir", str(tmp_path / "chief")]
+    first = run_script(tmp_path / "first", *chief_only)
+    assert first.returncode == 0, first.stderr[-3000:]
+    directories = [tmp_path / "chief", tmp_path / "other"]
+    results = multi_worker_fit(tmp_path, directories, "--epochs", "2", "--steps", "2")
+    for (returncode, output), own, other in zip(results, (2, 0), (0, 2), strict=True):
+        assert returncode not in (0, None), output[-3000:]
+        assert f"The workers resume from different steps: this one from step {own}" in output
+        assert f"others from step {other}. Every worker must read the same" in output
+    assert not (tmp_path / "worker0" / "result.npz").exists()
+    assert not list((tmp_path / "tmp").glob("lmpipe-worker-*"))
+
+
+def test_a_worker_whose_cluster_never_forms_gives_up_with_a_message(tmp_path):
+    create = (
+        "from lmpipe.pipelines import distribution_strategy\n"
+        "distribution_strategy('multi_worker', cluster_timeout=2)\n"
+        "print('created')\n"
+    )
+    # Worker 0 of two, the other never started (as when one worker of a failed run is
+    # restarted alone).
+    [(returncode, output)] = run_workers(
+        [[sys.executable, "-c", create]], timeout=120, cluster_size=2
+    )
+    assert returncode not in (0, None), output[-3000:]
+    assert "error: worker 0 waited 2 s for the 2 tasks of the cluster in TF_CONFIG" in output
+    assert "restart all of them" in output and "created" not in output
 
 
 @pytest.mark.slow
