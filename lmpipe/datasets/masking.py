@@ -18,7 +18,7 @@ The selection is BERT's `create_masked_lm_predictions` (google-research/bert,
 import numpy as np
 import tensorflow as tf
 
-from lmpipe.layers.arguments import check_number
+from lmpipe.arguments import check_number
 
 _PHILOX = 1  # RNG_ALG_PHILOX, tensorflow/core/framework/rng_alg.h
 _SCRAMBLE_KEY = 0x02461E293EC8F720  # the key TensorFlow scrambles seeds with for Philox

@@ -28,7 +28,7 @@ order is sampled inside each part, as XLNet's `_convert_example` does.
 import numpy as np
 import tensorflow as tf
 
-from lmpipe.layers.arguments import check_number
+from lmpipe.arguments import check_number
 
 _SPAN_LENGTHS, _GAPS, _BUDGET, _ORDER = 0, 1, 2, 3  # the random streams
 # Mean cycles (span plus gap) laid out before the first word, so that the first words are

@@ -3,8 +3,8 @@
 import keras
 from keras import ops
 
+from lmpipe.arguments import check_positive_int
 from lmpipe.layers.activations import get_activation
-from lmpipe.layers.arguments import check_positive_int
 from lmpipe.layers.initializers import bert_initializer, clone_initializer
 
 

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from lmpipe.layers.arguments import check_dropout, check_positive_int, check_window
+from lmpipe.arguments import check_dropout, check_positive_int, check_window
 from lmpipe.layers.initializers import clone_initializer
 from lmpipe.layers.scaled_dot_product_attention import ScaledDotProductAttention
 

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from lmpipe.layers.arguments import check_dropout, check_positive_int
+from lmpipe.arguments import check_dropout, check_positive_int
 from lmpipe.layers.initializers import bert_initializer, clone_initializer
 
 # Logit of a hidden key: low enough to vanish after softmax, finite so that sums stay finite.

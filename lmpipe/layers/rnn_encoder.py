@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from lmpipe.layers.arguments import check_dropout, check_positive_int
+from lmpipe.arguments import check_dropout, check_positive_int
 from lmpipe.layers.initializers import clone_initializer
 
 CELLS = ("gru", "lstm")

@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from lmpipe.layers.arguments import check_dropout, check_window
+from lmpipe.arguments import check_dropout, check_window
 from lmpipe.layers.attention_mask import attention_mask as build_attention_mask
 
 

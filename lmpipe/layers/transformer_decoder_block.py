@@ -5,8 +5,8 @@ import numbers
 import keras
 from keras import ops
 
+from lmpipe.arguments import check_dropout, check_positive_int, check_window
 from lmpipe.layers.activations import get_activation
-from lmpipe.layers.arguments import check_dropout, check_positive_int, check_window
 from lmpipe.layers.initializers import bert_initializer, clone_initializer
 from lmpipe.layers.multi_head_attention import MultiHeadAttention
 

@@ -2,8 +2,8 @@
 
 import keras
 
+from lmpipe.arguments import check_dropout, check_positive_int, check_window
 from lmpipe.layers.activations import get_activation
-from lmpipe.layers.arguments import check_dropout, check_positive_int, check_window
 from lmpipe.layers.initializers import bert_initializer, clone_initializer
 from lmpipe.layers.multi_head_attention import MultiHeadAttention
 

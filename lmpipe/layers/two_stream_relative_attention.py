@@ -3,8 +3,8 @@
 import keras
 from keras import ops
 
+from lmpipe.arguments import check_dropout, check_positive_int
 from lmpipe.layers.activations import get_activation
-from lmpipe.layers.arguments import check_dropout, check_positive_int
 from lmpipe.layers.initializers import bert_initializer, clone_initializer
 from lmpipe.layers.relative_attention import RelativeAttention
 

@@ -2,11 +2,11 @@
 
 import dataclasses
 
+from lmpipe.arguments import check_positive_integers
 from lmpipe.layers.bert_embedding import BertEmbedding
 from lmpipe.layers.initializers import bert_initializer
 from lmpipe.layers.transformer_encoder_block import TransformerEncoderBlock
 from lmpipe.models.bert import _check_encoder_config, encoder_inputs, encoder_outputs
-from lmpipe.models.config_checks import check_positive_integers
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,15 +5,15 @@ import dataclasses
 import keras
 from keras import ops
 
-from lmpipe.layers.bert_embedding import BertEmbedding
-from lmpipe.layers.initializers import bert_initializer
-from lmpipe.layers.transformer_encoder_block import TransformerEncoderBlock
-from lmpipe.models.config_checks import (
+from lmpipe.arguments import (
     check_heads,
     check_positive_integers,
     check_positive_numbers,
     check_rates,
 )
+from lmpipe.layers.bert_embedding import BertEmbedding
+from lmpipe.layers.initializers import bert_initializer
+from lmpipe.layers.transformer_encoder_block import TransformerEncoderBlock
 
 
 def _check_encoder_config(config):

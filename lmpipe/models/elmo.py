@@ -5,8 +5,8 @@ import dataclasses
 import keras
 from keras import ops
 
+from lmpipe.arguments import check_positive_integers, check_rates
 from lmpipe.layers.initializers import bert_initializer
-from lmpipe.models.config_checks import check_positive_integers, check_rates
 from lmpipe.models.gpt import next_token_loss
 from lmpipe.models.trainable import FunctionalTrainableModel
 

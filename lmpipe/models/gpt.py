@@ -6,14 +6,14 @@ import math
 import keras
 from keras import ops
 
-from lmpipe.layers.initializers import bert_initializer
-from lmpipe.layers.transformer_decoder_block import TransformerDecoderBlock
-from lmpipe.models.config_checks import (
+from lmpipe.arguments import (
     check_heads,
     check_positive_integers,
     check_positive_numbers,
     check_rates,
 )
+from lmpipe.layers.initializers import bert_initializer
+from lmpipe.layers.transformer_decoder_block import TransformerDecoderBlock
 from lmpipe.models.trainable import FunctionalTrainableModel, global_sum
 
 

@@ -5,10 +5,10 @@ import dataclasses
 import keras
 from keras import ops
 
+from lmpipe.arguments import check_positive_integers, check_rates
 from lmpipe.layers.rnn_attention import SCORES
 from lmpipe.layers.rnn_decoder import FORMS, RnnDecoder
 from lmpipe.layers.rnn_encoder import CELLS, RnnEncoder
-from lmpipe.models.config_checks import check_positive_integers, check_rates
 from lmpipe.models.decoding import Seq2SeqModel
 from lmpipe.models.transformer import SEQ2SEQ_INPUTS
 

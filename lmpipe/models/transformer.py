@@ -6,15 +6,15 @@ import math
 import keras
 from keras import ops
 
-from lmpipe.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
-from lmpipe.layers.transformer_decoder_block import TransformerDecoderBlock
-from lmpipe.layers.transformer_encoder_block import TransformerEncoderBlock
-from lmpipe.models.config_checks import (
+from lmpipe.arguments import (
     check_heads,
     check_positive_integers,
     check_positive_numbers,
     check_rates,
 )
+from lmpipe.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
+from lmpipe.layers.transformer_decoder_block import TransformerDecoderBlock
+from lmpipe.layers.transformer_encoder_block import TransformerEncoderBlock
 from lmpipe.models.decoding import Seq2SeqModel
 
 SEQ2SEQ_INPUTS = ("encoder_ids", "encoder_mask", "decoder_ids", "decoder_mask")

@@ -5,15 +5,15 @@ import dataclasses
 import keras
 from keras import ops
 
-from lmpipe.layers.initializers import clone_initializer
-from lmpipe.layers.relative_position_encoding import RelativePositionEncoding
-from lmpipe.layers.two_stream_relative_attention import TwoStreamRelativeAttention
-from lmpipe.models.config_checks import (
+from lmpipe.arguments import (
     check_heads,
     check_positive_integers,
     check_positive_numbers,
     check_rates,
 )
+from lmpipe.layers.initializers import clone_initializer
+from lmpipe.layers.relative_position_encoding import RelativePositionEncoding
+from lmpipe.layers.two_stream_relative_attention import TwoStreamRelativeAttention
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,6 +4,7 @@ import math
 
 import keras
 
+from lmpipe.arguments import check_number
 from lmpipe.datasets.bert_examples import (
     PAIR_MODES,
     bert_examples,
@@ -12,7 +13,6 @@ from lmpipe.datasets.bert_examples import (
 )
 from lmpipe.datasets.masking import MaskedLMMasker
 from lmpipe.datasets.packing import min_sequence_length
-from lmpipe.layers.arguments import check_number
 from lmpipe.models.albert import AlbertConfig
 from lmpipe.models.bert import BertConfig
 from lmpipe.models.pretraining import BertPretrainer, _config_from_dict, _config_to_dict

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from lmpipe.layers.arguments import check_number
+from lmpipe.arguments import check_number
 
 
 @keras.saving.register_keras_serializable(package="lmpipe")

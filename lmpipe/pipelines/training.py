@@ -6,7 +6,7 @@ import os
 
 import keras
 
-from lmpipe.layers.arguments import check_number
+from lmpipe.arguments import check_number
 from lmpipe.pipelines.checkpointing import (
     CheckpointCallback,
     StopOnNonFiniteLoss,

@@ -6,6 +6,7 @@ import os
 import keras
 import tensorflow as tf
 
+from lmpipe.arguments import check_number
 from lmpipe.datasets.parallel_text import ParallelCorpus
 from lmpipe.datasets.seq2seq_examples import (
     TARGET_TOKENS,
@@ -14,7 +15,6 @@ from lmpipe.datasets.seq2seq_examples import (
     target_token_ids,
 )
 from lmpipe.datasets.wordpiece import WordPieceTokenizer
-from lmpipe.layers.arguments import check_number
 from lmpipe.models.decoding import beam_search, greedy_search
 from lmpipe.models.rnn_seq2seq import RnnSeq2SeqConfig
 from lmpipe.models.seq2seq_trainer import (

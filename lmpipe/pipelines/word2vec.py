@@ -23,6 +23,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from lmpipe.arguments import check_number
 from lmpipe.datasets.skipgram import (
     Vocabulary,
     as_corpus,
@@ -40,7 +41,6 @@ from lmpipe.datasets.word_similarity import (
     similarity_correlation,
     unit_vectors,
 )
-from lmpipe.layers.arguments import check_number
 from lmpipe.models.word2vec import Word2VecModel
 from lmpipe.pipelines.distribution import distributed_dataset, distribution_strategy, is_chief
 from lmpipe.serving.text_export import export_text_function

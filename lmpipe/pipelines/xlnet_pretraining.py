@@ -4,8 +4,8 @@ import math
 
 import tensorflow as tf
 
+from lmpipe.arguments import check_number
 from lmpipe.datasets.xlnet_examples import check_xlnet_arguments, special_ids, xlnet_examples
-from lmpipe.layers.arguments import check_number
 from lmpipe.models.xlnet import XLNetConfig, check_memory_arguments
 from lmpipe.models.xlnet_pretrainer import XLNetPretrainer
 from lmpipe.pipelines.distribution import distribution_strategy, per_replica_batch_size

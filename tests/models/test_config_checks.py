@@ -1,12 +1,12 @@
 """Numbers in the model configurations: NaN, infinities, strings and bools are refused by
-name, by the one check every option goes through (`lmpipe.layers.arguments.check_number`)."""
+name, by the one check every option goes through (`lmpipe.arguments.check_number`)."""
 
 import math
 
 import numpy as np
 import pytest
 
-from lmpipe.layers.arguments import check_number
+from lmpipe.arguments import check_number
 from lmpipe.models import (
     AlbertConfig,
     BertConfig,

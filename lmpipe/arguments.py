@@ -1,4 +1,9 @@
-"""Checks of constructor arguments, so that bad values fail early with the argument's name."""
+"""The checks of arguments and options, used wherever lmpipe takes a value from its user.
+
+Every floor (layers, datasets, models, pipelines, serving, the CLI) checks the values it takes
+with these functions, once, where the value enters: a bad value fails before any work with an
+error that names it. The module imports nothing of lmpipe's, so that every floor can use it.
+"""
 
 import math
 import numbers
@@ -11,15 +16,32 @@ def check_dropout(name, value):
 
 def check_window(window):
     """Raise unless `window` is None or a positive integer."""
-    if window is not None and (
-        isinstance(window, bool) or not isinstance(window, int) or window < 1
-    ):
-        raise ValueError(f"`window` must be a positive integer or None, got window={window!r}.")
+    check_number("window", window, minimum=1, integer=True, none=True)
 
 
-def check_positive_int(name, value):
-    """Raise unless `value` is a positive integer."""
-    check_number(name, value, minimum=1, integer=True)
+def check_positive_int(name, value, none=False):
+    """Raise unless `value` is a positive integer (or None, with `none=True`); return it."""
+    return check_number(name, value, minimum=1, integer=True, none=none)
+
+
+def check_seed(seed, name="seed"):
+    """Raise unless `seed` is an integer (what every random choice of lmpipe is keyed by)."""
+    return check_number(name, seed, integer=True)
+
+
+def check_bool(name, value):
+    """Raise unless `value` is True or False; return it."""
+    if not isinstance(value, bool):
+        raise ValueError(f"`{name}` must be True or False, got {name}={value!r}.")
+    return value
+
+
+def check_choice(name, value, choices):
+    """Raise unless `value` is one of `choices` (compared with ==); return it."""
+    if not any(value == choice and type(value) is type(choice) for choice in choices):
+        listed = ", ".join(repr(choice) for choice in choices)
+        raise ValueError(f"`{name}` must be one of {listed}, got {name}={value!r}.")
+    return value
 
 
 def check_number(
@@ -77,3 +99,35 @@ def check_number(
         alternative = " or None" if none else ""
         raise ValueError(f"`{name}` must be {requirement}{alternative}, got {name}={value!r}.")
     return value
+
+
+# Configuration dataclasses: the same checks on their fields, by name.
+
+
+def check_positive_integers(config, *names, optional=()):
+    """Raise ValueError unless each field in `names` is a positive int (and each field in
+    `optional` is one or None)."""
+    for name in names + tuple(optional):
+        check_number(name, getattr(config, name), minimum=1, integer=True, none=name in optional)
+
+
+def check_positive_numbers(config, *names):
+    """Raise ValueError unless each field in `names` (an epsilon, an initializer's range) is
+    a finite number > 0."""
+    for name in names:
+        check_number(name, getattr(config, name), above=0)
+
+
+def check_rates(config, *names):
+    """Raise ValueError unless each field in `names` (a dropout rate) is in [0, 1)."""
+    for name in names:
+        check_number(name, getattr(config, name), minimum=0, below=1)
+
+
+def check_heads(config):
+    """Raise ValueError unless `hidden_dim` divides into `num_heads` heads."""
+    if config.hidden_dim % config.num_heads:
+        raise ValueError(
+            f"`hidden_dim` ({config.hidden_dim}) must be divisible by `num_heads` "
+            f"({config.num_heads})."
+        )
