@@ -6,7 +6,7 @@ Both SavedModels hold an untrained BERT of the same size (4 layers, hidden 256, 
 WordPiece in the graph, pack `[CLS] text [SEP]` padded to 128 tokens, run the encoder and a
 2-way head on the pooled `[CLS]` state.
 
-- lmpipe: `BertPretraining(tokenizer, seq_len=128, objective="nsp", model=BertConfig(...))`,
+- lmpipe: `BertPretraining(tokenizer, seq_len=128, objective="nsp", config=BertConfig(...))`,
   `pipe.model = pipe.build_model()` (no training), exported with
   `lmpipe.serving.export_saved_model(dir, pipe.serving_model(), tokenizer, 128, ...)`, once
   serving only `nsp_probabilities` `[B, 2]` (the classifier-like export, compared with
@@ -78,7 +78,7 @@ def request_texts(corpus):
 
 def export_lmpipe(tokenizer, config, base_dir):
     """`{name: SavedModel path}`: the untrained pretraining model, exported twice."""
-    pipe = BertPretraining(tokenizer, seq_len=LENGTH, objective="nsp", seed=0, model=config)
+    pipe = BertPretraining(tokenizer, seq_len=LENGTH, objective="nsp", seed=0, config=config)
     keras.utils.set_random_seed(0)
     pipe.model = pipe.build_model()
     serving_model = pipe.serving_model()

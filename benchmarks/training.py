@@ -4,8 +4,8 @@ Both models have the same size: 4 layers, hidden 256, 4 heads, FFN 1024 (BERT-mi
 length 128, batch 32, the bert-base-uncased vocabulary (30,522 ids, masked-LM output tied to the
 token embedding), dropout 0.1, float32. Both have 11,169,082 parameters (lmpipe's "mlm" model).
 
-- lmpipe: `BertPretraining(tokenizer, seq_len=128, objective=..., model=BertConfig(...))
-  .build_model()`, compiled as `pipeline.fit` compiles it (`lmpipe.pipelines.training.adamw`:
+- lmpipe: `BertPretraining(tokenizer, seq_len=128, objective=..., config=BertConfig(...))
+  .build_model()`, compiled as `pipeline.fit` compiles it (`lmpipe.pipelines.schedules.adamw`:
   AdamW with BERT's schedule and global-norm clipping, then `compile(jit_compile=...)`), for
   objective "mlm" (masked LM only: keras-hub's task) and "nsp" (masked LM + the pooler and the
   next-sentence head: a little more work than keras-hub does).
@@ -61,7 +61,7 @@ from measure import interleaved_seconds  # noqa: E402
 from lmpipe.datasets import TextCorpus, WordPieceTokenizer  # noqa: E402
 from lmpipe.models import BertConfig  # noqa: E402
 from lmpipe.pipelines import BertPretraining  # noqa: E402
-from lmpipe.pipelines.training import adamw  # noqa: E402
+from lmpipe.pipelines.schedules import adamw  # noqa: E402
 
 BATCH, LENGTH = 32, 128
 LAYERS, HIDDEN, HEADS, FFN = 4, 256, 4, 1024
@@ -164,7 +164,7 @@ def main():
     pipes, batches = {}, {}
     for objective in ("mlm", "nsp"):
         pipes[objective] = BertPretraining(
-            tokenizer, seq_len=LENGTH, objective=objective, seed=0, model=config
+            tokenizer, seq_len=LENGTH, objective=objective, seed=0, config=config
         )
         dataset = pipes[objective].dataset(corpus, BATCH, shuffle_buffer=BATCH * NUM_BATCHES)
         batches[objective] = [(x, y, None) for x, y in dataset.take(NUM_BATCHES)]
@@ -172,7 +172,7 @@ def main():
         ({name: x[name] for name in KERAS_HUB_INPUTS}, y["mask_ids"], y["mask_weights"])
         for x, y, _ in batches["mlm"]
     ]
-    predictions = pipes["mlm"].max_predictions
+    predictions = pipes["mlm"].options.max_predictions
     flops = {
         "lmpipe BertPretrainer (mlm)": training_flops(vocabulary_size, predictions, False),
         "lmpipe BertPretrainer (nsp)": training_flops(vocabulary_size, predictions, True),

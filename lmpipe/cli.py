@@ -236,15 +236,15 @@ def _pipeline(arguments, tokenizer):
             seed=arguments.seed,
             reuse_len=reuse_len or None,
             mem_len=arguments.mem_len,
-            model=config,
+            config=config,
         )
     pipeline_class = AlbertPretraining if arguments.model == "albert" else BertPretraining
     return pipeline_class(
         tokenizer,
+        config,
         seq_len=arguments.seq_len,
         objective=arguments.objective,
         seed=arguments.seed,
-        model=config,
     )
 
 
@@ -274,7 +274,8 @@ def _pretrain(arguments):
     if pipe is None:
         return 0
     print(f"Saved the pipeline to {pipeline_dir}")
-    batch_size = None if arguments.model == "xlnet" else arguments.batch_size
+    # With memory, XLNet evaluates batches of its training streams per replica.
+    batch_size = getattr(pipe, "batch_size", None) or arguments.batch_size
     metrics = pipe.evaluate(corpus, batch_size=batch_size, steps=10, verbose=0)
     print(
         "Evaluation on 10 batches: "
@@ -310,16 +311,11 @@ def _save_after_fit(pipe, strategy, directory):
 
 def _load_pipeline(directory):
     from lmpipe import pipelines
-    from lmpipe.pipelines.saved_pipeline import read_description
 
     try:
-        name = read_description(directory).get("pipeline")
+        return pipelines.load(directory)
     except ValueError as error:
         raise SystemExit(f"error: {error}") from None
-    pipeline_class = getattr(pipelines, name, None) if isinstance(name, str) else None
-    if pipeline_class is None:
-        raise SystemExit(f"error: {directory} holds an unknown pipeline {name!r}")
-    return pipeline_class.load(directory)
 
 
 def _export(arguments):

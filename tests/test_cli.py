@@ -26,7 +26,8 @@ def test_pretrain_xlnet_saves_evaluates_and_exports(tmp_path):
     with open(out / "pipeline" / "pipeline.json") as file:
         description = json.load(file)
     assert description["pipeline"] == "XLNetPretraining"
-    assert description["reuse_len"] == 16 and description["mem_len"] == 16
+    options = description["options"]
+    assert options["reuse_len"] == 16 and options["mem_len"] == 16
     assert os.path.isfile(out / "serving" / "1" / "saved_model.pb")
     assert (out / "checkpoints").is_dir()
 

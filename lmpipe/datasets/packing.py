@@ -1,7 +1,9 @@
 """Packing token segments into model inputs, padded, in graph ops.
 
-Two layouts: BERT's `[CLS] A [SEP] (B [SEP])` and XLNet's `A <sep> (B <sep>) <cls>`, where the
-tokenizer's `[SEP]` and `[CLS]` play `<sep>` and `<cls>`, and `<cls>` has segment id 2.
+Three layouts: BERT's `[CLS] A [SEP] (B [SEP])`, XLNet's `A <sep> (B <sep>) <cls>`, where the
+tokenizer's `[SEP]` and `[CLS]` play `<sep>` and `<cls>`, and `<cls>` has segment id 2, and the
+causal language models' `[SEP] A [SEP]` (their documents end with `[SEP]`, so a text reads as
+a document after another).
 Shared by the pretraining examples, the fine-tuning pipeline and the serving signatures, so
 that a text is packed the same way in training and in serving.
 """
@@ -11,7 +13,7 @@ import numbers
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-LAYOUTS = ("bert", "xlnet")
+LAYOUTS = ("bert", "xlnet", "causal")
 
 
 def min_sequence_length(segments):
@@ -51,7 +53,8 @@ def pack_segments(tokenizer, segments, seq_len, layout="bert"):
 
     Layout "bert": `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`; segment ids 0 up to the first
     `[SEP]` and 1 after it. Layout "xlnet": `A [SEP] [CLS]` or `A [SEP] B [SEP] [CLS]`; segment
-    ids 0 for A and its `[SEP]`, 1 for B and its `[SEP]`, 2 for `[CLS]`, 0 on padding.
+    ids 0 for A and its `[SEP]`, 1 for B and its `[SEP]`, 2 for `[CLS]`, 0 on padding. Layout
+    "causal": as "bert" with `[SEP]` in place of `[CLS]`.
 
     Returns:
         `{"token_ids", "segment_ids", "padding_mask"}`, int32 `[B, seq_len]`, padding mask 1
@@ -61,8 +64,9 @@ def pack_segments(tokenizer, segments, seq_len, layout="bert"):
         raise ValueError(f"`layout` must be one of {LAYOUTS}, got layout={layout!r}.")
     if layout == "xlnet":
         return _pack_xlnet(tokenizer, segments, seq_len)
+    start = tokenizer.sep_id if layout == "causal" else tokenizer.cls_id
     token_ids, segment_ids = tf_text.combine_segments(
-        segments, start_of_sequence_id=tokenizer.cls_id, end_of_segment_id=tokenizer.sep_id
+        segments, start_of_sequence_id=start, end_of_segment_id=tokenizer.sep_id
     )
     token_ids, padding_mask = tf_text.pad_model_inputs(token_ids, seq_len, tokenizer.pad_id)
     segment_ids, _ = tf_text.pad_model_inputs(segment_ids, seq_len, 0)
@@ -116,7 +120,7 @@ def pack_texts(tokenizer, texts, seq_len, text_pairs=None, layout="bert"):
         texts: string `[B]`.
         seq_len: the length of the packed sequences.
         text_pairs: optional string `[B]`, the second segment of each example.
-        layout: "bert" or "xlnet".
+        layout: "bert", "xlnet" or "causal" (see `pack_segments`).
 
     Returns:
         `{"token_ids", "segment_ids", "padding_mask"}`, int32 `[B, seq_len]`.

@@ -43,6 +43,8 @@ SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 VOCABULARY_FILE = "vocab.txt"
 CONFIG_FILE = "tokenizer.json"
+# A Hugging Face checkpoint folder's tokenizer settings (`do_lower_case`).
+HF_TOKENIZER_CONFIG = "tokenizer_config.json"
 FORMAT_VERSION = 1
 
 MAX_CHARS_PER_WORD = 100
@@ -185,6 +187,32 @@ class WordPieceTokenizer(tf.Module):
             return cls(tokens, lower_case=lower_case)
         except ValueError as error:
             raise ValueError(str(error).replace("`vocabulary`", f"The vocabulary {path}")) from None
+
+    @classmethod
+    def from_pretrained(cls, directory):
+        """The tokenizer of a Hugging Face BERT checkpoint folder: its `vocab.txt`,
+        lower-casing as its `tokenizer_config.json` says (`do_lower_case`, True when absent).
+        """
+        folder = os.fspath(directory)
+        vocabulary = os.path.join(folder, "vocab.txt")
+        if not os.path.isfile(vocabulary):
+            raise ValueError(f"{vocabulary} not found: the checkpoint folder needs its vocab.txt.")
+        lower_case = True
+        config_path = os.path.join(folder, HF_TOKENIZER_CONFIG)
+        if os.path.isfile(config_path):
+            try:
+                with open(config_path, encoding="utf-8") as file:
+                    config = json.load(file)
+            except json.JSONDecodeError as error:
+                raise ValueError(
+                    f"{config_path} is not valid JSON (line {error.lineno}): {error.msg}."
+                ) from None
+            lower_case = config.get("do_lower_case", True) if isinstance(config, dict) else True
+            if not isinstance(lower_case, bool):
+                raise ValueError(
+                    f"{config_path}: `do_lower_case` must be true or false, got {lower_case!r}."
+                )
+        return cls.from_vocab_file(vocabulary, lower_case=lower_case)
 
     @classmethod
     def load(cls, directory):

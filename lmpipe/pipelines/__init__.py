@@ -1,25 +1,38 @@
 """The user-facing pipelines: configuration, data, model, training and export together."""
 
-from lmpipe.pipelines.bert_pretraining import AlbertPretraining, BertPretraining
+from lmpipe.pipelines.bert_pretraining import (
+    AlbertPretraining,
+    AlbertPretrainingOptions,
+    BertPretraining,
+    BertPretrainingOptions,
+)
 from lmpipe.pipelines.distribution import distribution_strategy
 from lmpipe.pipelines.elmo_pretraining import ElmoPretraining
-from lmpipe.pipelines.gpt_pretraining import GptPretraining
+from lmpipe.pipelines.gpt_pretraining import GptPretraining, LanguageModelOptions
+from lmpipe.pipelines.pipeline import Pipeline, PipelineOptions, load
 from lmpipe.pipelines.schedules import TransformerSchedule, WarmupLinearDecay
 from lmpipe.pipelines.text_classifier import TextClassifier
 from lmpipe.pipelines.translation import Translation
 from lmpipe.pipelines.word2vec import Word2Vec
-from lmpipe.pipelines.xlnet_pretraining import XLNetPretraining
+from lmpipe.pipelines.xlnet_pretraining import XLNetPretraining, XLNetPretrainingOptions
 
 __all__ = [
     "AlbertPretraining",
+    "AlbertPretrainingOptions",
     "BertPretraining",
+    "BertPretrainingOptions",
     "ElmoPretraining",
     "GptPretraining",
+    "LanguageModelOptions",
+    "Pipeline",
+    "PipelineOptions",
     "TextClassifier",
     "TransformerSchedule",
     "Translation",
     "WarmupLinearDecay",
     "Word2Vec",
     "XLNetPretraining",
+    "XLNetPretrainingOptions",
     "distribution_strategy",
+    "load",
 ]

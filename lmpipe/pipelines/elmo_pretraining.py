@@ -1,9 +1,11 @@
 """`ElmoPretraining`: the biLM's data, model, training, evaluation and downstream features."""
 
-import math
+import keras
 
+from lmpipe.contract import ENCODER_FEATURES, PADDING_MASK, TOKEN_IDS
 from lmpipe.models.elmo import ElmoConfig, ElmoLanguageModel
 from lmpipe.pipelines.gpt_pretraining import LanguageModelPretraining
+from lmpipe.pipelines.pipeline import perplexity
 
 
 class ElmoPretraining(LanguageModelPretraining):
@@ -20,14 +22,12 @@ class ElmoPretraining(LanguageModelPretraining):
 
     Args:
         tokenizer: a `WordPieceTokenizer`.
-        seq_len: tokens per training example.
-        model: an `ElmoConfig`; defaults to `ElmoConfig.small()` sized to the tokenizer.
-        seed: seed of the data order, the initialization and dropout.
-        group_size: documents joined into one token stream before cutting windows.
+        config: an `ElmoConfig`; defaults to `ElmoConfig.small()` sized to the tokenizer.
+        **options: the fields of `LanguageModelOptions` (`seq_len`, `group_size`, `seed`).
 
     Example:
 
-        pipe = ElmoPretraining(tokenizer, seq_len=64, model=ElmoConfig.tiny(vocabulary_size=V))
+        pipe = ElmoPretraining(tokenizer, ElmoConfig.tiny(vocabulary_size=V), seq_len=64)
         pipe.fit(corpus, batch_size=16, epochs=1)
         features = pipe.feature_model()   # {token_ids, padding_mask} -> [B, L + 1, S, 2D]
         mixed = ScalarMix()(features(inputs))
@@ -35,7 +35,7 @@ class ElmoPretraining(LanguageModelPretraining):
     Reference: Peters et al., "Deep contextualized word representations", 2018.
     """
 
-    config_class = ElmoConfig
+    config_classes = (ElmoConfig,)
     bidirectional = True
 
     def default_config(self):
@@ -43,17 +43,35 @@ class ElmoPretraining(LanguageModelPretraining):
 
     def build_model(self):
         """A new `ElmoLanguageModel` for the pipeline's configuration."""
-        return ElmoLanguageModel(self.model_config)
+        return ElmoLanguageModel(self.config)
 
-    def evaluate(self, corpus, batch_size=32, steps=None, verbose="auto"):
-        """Losses, accuracies and `forward_perplexity`, `backward_perplexity` (exp of each
-        direction's mean loss) on one pass over `corpus` (or `steps` batches), as a dict."""
-        results = self._evaluate(corpus, batch_size, steps, verbose)
+    def derived_metrics(self, results):
+        """Adds `forward_perplexity` and `backward_perplexity` (exp of each direction's mean
+        loss) to the losses and accuracies."""
         for direction in ("forward", "backward"):
-            results[f"{direction}_perplexity"] = math.exp(results[f"{direction}_loss"])
+            results[f"{direction}_perplexity"] = perplexity(results[f"{direction}_loss"])
         return results
 
     def feature_model(self):
         """The trained biLM as a `keras.Model`: `{token_ids, padding_mask}` int32 `[B, S]`
         -> layer representations `[B, L + 1, S, 2D]` (shares the trained weights)."""
-        return self._require_model().feature_model()
+        return self.require_model().feature_model()
+
+    def serving_model(self):
+        """The model to serve: int32 `token_ids`, `segment_ids` (unused), `padding_mask`
+        `[B, S]` -> `{"layers": float32 [B, L + 1, S, 2D]}`, the biLM's representations."""
+        inputs = {
+            name: keras.Input(shape=(None,), dtype="int32", name=name) for name in ENCODER_FEATURES
+        }
+        features = self.feature_model()(
+            {TOKEN_IDS: inputs[TOKEN_IDS], PADDING_MASK: inputs[PADDING_MASK]}
+        )
+        return keras.Model(inputs, {"layers": features}, name="elmo_serving")
+
+    def write_export(self, base_dir, version, overwrite):
+        """Signatures: `serving_default` (token ids in) and `serve_text`, which packs each
+        text as `[SEP] text [SEP]` (a document after another, as in training)."""
+        model = self.serving_model()
+        return self.export_encoder(
+            model, base_dir, version, overwrite, pairs=False, layout="causal"
+        )

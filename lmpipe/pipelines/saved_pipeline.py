@@ -40,56 +40,60 @@ def replacing_directory(directory):
         directory_swap.replace_directory(temporary, directory)
 
 
-def save_pipeline(directory, pipeline, model, description, tokenizers):
+def model_path(directory):
+    """Where a saved pipeline's Keras model is, in `directory`."""
+    return os.path.join(directory, MODEL_FILE)
+
+
+def save_pipeline(directory, kind, description, tokenizers, write_model):
     """Write a trained pipeline to `directory`, replacing what is there atomically.
 
     Args:
         directory: the folder (created if needed; a local path).
-        pipeline: the pipeline; its class name is recorded, for `SavedPipeline` to check.
-        model: its trained Keras model, or None (an error: nothing to save yet).
-        description: JSON-serializable dict of what the pipeline's `load` needs besides the
-            tokenizers and the model (its constructor's options, the model's configuration).
-        tokenizers: `{subfolder name: WordPieceTokenizer}`.
+        kind: the pipeline's family (its class name), which `load` reads first.
+        description: JSON-serializable dict of what `load` needs besides the tokenizers and
+            the model (the options, the model's configuration).
+        tokenizers: `{subfolder name: tokenizer}` (each with `save(folder)`).
+        write_model: `(folder) -> None`, writes the trained model into the folder.
     """
-    if model is None:
-        raise ValueError("The pipeline has no model yet: call fit() or load() first.")
     with replacing_directory(directory) as temporary:
         for name, tokenizer in tokenizers.items():
             tokenizer.save(os.path.join(temporary, name))
         with open(os.path.join(temporary, PIPELINE_FILE), "w", encoding="utf-8") as file:
-            json.dump({"pipeline": type(pipeline).__name__, **description}, file, indent=2)
-        model.save(os.path.join(temporary, MODEL_FILE))
+            json.dump({"pipeline": kind, **description}, file, indent=2)
+        write_model(temporary)
 
 
 class SavedPipeline:
-    """A folder written by `save_pipeline`, opened for `pipeline_class.load`.
+    """A folder written by `save_pipeline`, opened for a pipeline's `load`.
 
     Args:
         directory: the folder.
-        pipeline_class: the class loading it; the folder must hold a pipeline of this class.
 
     Attributes:
+        kind: the pipeline's family, as saved.
+        path: the path of its `pipeline.json` (for error messages).
         description: the `description` given to `save_pipeline` (a new dict, free to change).
     """
 
-    def __init__(self, directory, pipeline_class):
+    def __init__(self, directory):
         description = read_description(directory)
-        path = os.path.join(directory, PIPELINE_FILE)
-        kind = description.pop("pipeline", None)
-        if kind != pipeline_class.__name__:
-            raise ValueError(
-                f"{path} describes a {kind!r} pipeline, not a {pipeline_class.__name__}."
-            )
-        self.directory = directory
+        self.directory = os.fspath(directory)
+        self.path = os.path.join(self.directory, PIPELINE_FILE)
+        self.kind = description.pop("pipeline", None)
         self.description = description
+
+    def file(self, name):
+        """The path of `name` in the folder."""
+        return os.path.join(self.directory, name)
 
     def tokenizer(self, name="tokenizer"):
         """The `WordPieceTokenizer` saved under `name`."""
-        return WordPieceTokenizer.load(os.path.join(self.directory, name))
+        return WordPieceTokenizer.load(self.file(name))
 
-    def model(self):
+    def keras_model(self):
         """The trained Keras model (its classes must be registered, i.e. imported)."""
-        return keras.models.load_model(os.path.join(self.directory, MODEL_FILE))
+        return keras.models.load_model(model_path(self.directory))
 
 
 def read_description(directory):

@@ -1,4 +1,5 @@
-"""Learning-rate schedules of the pretraining recipes."""
+"""The optimizers of the training recipes and their learning-rate schedules: BERT's AdamW
+with warmup and linear decay, the Transformer's Adam with the inverse-square-root schedule."""
 
 import keras
 from keras import ops
@@ -87,3 +88,29 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
     def get_config(self):
         return {"d_model": self.d_model, "warmup_steps": self.warmup_steps, "factor": self.factor}
+
+
+def adamw(learning_rate, total_steps, warmup_steps, weight_decay, clipnorm):
+    """AdamW with BERT's schedule (linear warmup, then linear decay to 0), global-norm gradient
+    clipping, and no weight decay on biases and LayerNorm parameters."""
+    optimizer = keras.optimizers.AdamW(
+        learning_rate=WarmupLinearDecay(learning_rate, warmup_steps, total_steps),
+        weight_decay=weight_decay,
+        beta_1=0.9,
+        beta_2=0.999,
+        epsilon=1e-6,
+        global_clipnorm=clipnorm,
+    )
+    optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
+    return optimizer
+
+
+def transformer_adam(d_model, warmup_steps=4000, factor=1.0, clipnorm=None):
+    """Adam with beta_1 0.9, beta_2 0.98, epsilon 1e-9 and `TransformerSchedule` (the paper's)."""
+    return keras.optimizers.Adam(
+        learning_rate=TransformerSchedule(d_model, warmup_steps=warmup_steps, factor=factor),
+        beta_1=0.9,
+        beta_2=0.98,
+        epsilon=1e-9,
+        global_clipnorm=clipnorm,
+    )

@@ -3,6 +3,7 @@
 import contextlib
 import inspect
 import os
+import random
 
 import keras
 
@@ -19,7 +20,7 @@ from lmpipe.pipelines.distribution import (
     is_chief,
     per_replica_batch_size,
 )
-from lmpipe.pipelines.schedules import WarmupLinearDecay
+from lmpipe.pipelines.schedules import adamw
 
 MIXED_PRECISION = (None, "float32", "mixed_bfloat16", "mixed_float16")
 
@@ -40,19 +41,41 @@ def dtype_policy(name):
         keras.config.set_dtype_policy(previous)
 
 
-def adamw(learning_rate, total_steps, warmup_steps, weight_decay, clipnorm):
-    """AdamW with BERT's schedule (linear warmup, then linear decay to 0), global-norm gradient
-    clipping, and no weight decay on biases and LayerNorm parameters."""
-    optimizer = keras.optimizers.AdamW(
-        learning_rate=WarmupLinearDecay(learning_rate, warmup_steps, total_steps),
-        weight_decay=weight_decay,
-        beta_1=0.9,
-        beta_2=0.999,
-        epsilon=1e-6,
-        global_clipnorm=clipnorm,
-    )
-    optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
-    return optimizer
+@contextlib.contextmanager
+def seeded(seed):
+    """Build models with initial weights and dropout seeds drawn from `seed`, without
+    reseeding the caller's process.
+
+    Keras draws the seed of every initializer and dropout layer made without one from
+    Python's `random`; inside this block that generator starts from `seed`, and it is given
+    its previous state back afterwards. numpy's and TensorFlow's global states are untouched.
+    None leaves everything as it is.
+    """
+    if seed is None:
+        yield
+        return
+    state = random.getstate()
+    random.seed(seed)
+    try:
+        yield
+    finally:
+        random.setstate(state)
+
+
+class EvaluateEachEpoch(keras.callbacks.Callback):
+    """Evaluate on `dataset` at each epoch's end; add its metrics to the logs as `val_<name>`.
+
+    Put before Keras' `History` and progress bar (which come last), so both see the values.
+    """
+
+    def __init__(self, dataset):
+        super().__init__()
+        self.dataset = dataset
+
+    def on_epoch_end(self, epoch, logs=None):
+        results = self.model.evaluate(self.dataset, return_dict=True, verbose=0)
+        if logs is not None:
+            logs.update({f"val_{name}": float(value) for name, value in results.items()})
 
 
 def _jit_compile_per_replica(model, enabled):
@@ -140,8 +163,8 @@ def train(
 
     Set by the pipeline:
         model: an existing model to keep training (must have been built in `strategy`).
-        seed: seeds Keras' global random state (weight initialization, dropout) first, so
-            that the same seed gives the same training run.
+        seed: the seed of the new model's initial weights and dropout (see `seeded`): the
+            same seed gives the same training run. The caller's random state is not changed.
         optimizer: None for AdamW with BERT's schedule (from `learning_rate`, `warmup_steps`,
             `weight_decay`, `clipnorm`), or `(total_steps) -> keras optimizer`, called inside
             the strategy scope, for pipelines with their own optimizer and schedule.
@@ -169,11 +192,10 @@ def train(
     strategy = distribution_strategy(strategy)
     per_replica = per_replica_batch_size(strategy, batch_size)
     warmup_steps = max(1, total_steps // 10) if warmup_steps is None else warmup_steps
-    if seed is not None:
-        keras.utils.set_random_seed(seed)
     with dtype_policy(mixed_precision), strategy.scope():
         if model is None:
-            model = build_model()
+            with seeded(seed):
+                model = build_model()
         if optimizer is None:
             model_optimizer = adamw(
                 learning_rate, total_steps, warmup_steps, weight_decay, clipnorm

@@ -6,7 +6,7 @@ import os
 import keras
 import tensorflow as tf
 
-from lmpipe.arguments import check_number
+from lmpipe.arguments import check_bool, check_choice, check_number, check_positive_int
 from lmpipe.datasets.parallel_text import ParallelCorpus
 from lmpipe.datasets.seq2seq_examples import (
     TARGET_TOKENS,
@@ -15,29 +15,24 @@ from lmpipe.datasets.seq2seq_examples import (
     target_token_ids,
 )
 from lmpipe.datasets.wordpiece import WordPieceTokenizer
+from lmpipe.models.configs import config_to_dict
 from lmpipe.models.decoding import beam_search, greedy_search
 from lmpipe.models.rnn_seq2seq import RnnSeq2SeqConfig
 from lmpipe.models.seq2seq_trainer import (
     ARCHITECTURES,
+    DEFAULT_LABEL_SMOOTHING,
     Seq2SeqTrainer,
     architecture_of,
-    config_from_dict,
-    config_to_dict,
 )
 from lmpipe.models.transformer import TransformerConfig
-from lmpipe.pipelines.saved_pipeline import SavedPipeline, save_pipeline
-from lmpipe.pipelines.schedules import TransformerSchedule
-from lmpipe.pipelines.training import (
-    TRAINING_OPTIONS,
-    check_training_options,
-    one_pass_steps,
-    train,
-)
+from lmpipe.pipelines.pipeline import Pipeline, PipelineOptions
+from lmpipe.pipelines.schedules import transformer_adam
+from lmpipe.pipelines.training import TRAINING_OPTIONS
 
 ATTENTION_SCORES = ("additive", "dot", "general")
 RNN_FORMS = ("plain", "context", "attention")
 LENGTH_PENALTIES = ("average", "gnmt", None)
-# The training options `Translation.fit` takes: its optimizers (`_optimizer`) have no weight
+# The training options `Translation.fit` takes: its optimizers (`optimizer`) have no weight
 # decay, and its models are not XLA-compiled.
 TRANSLATION_TRAINING_OPTIONS = tuple(
     name for name in TRAINING_OPTIONS if name not in ("weight_decay", "jit_compile")
@@ -49,18 +44,62 @@ _SPACE_BEFORE = r" ([,.;:!?)\]}»”’])"
 _SPACE_AFTER = r"([(\[{«“¿¡]) "
 
 
-def transformer_adam(d_model, warmup_steps=4000, factor=1.0, clipnorm=None):
-    """Adam with beta_1 0.9, beta_2 0.98, epsilon 1e-9 and `TransformerSchedule` (the paper's)."""
-    return keras.optimizers.Adam(
-        learning_rate=TransformerSchedule(d_model, warmup_steps=warmup_steps, factor=factor),
-        beta_1=0.9,
-        beta_2=0.98,
-        epsilon=1e-9,
-        global_clipnorm=clipnorm,
-    )
+@dataclasses.dataclass(frozen=True)
+class TranslationOptions(PipelineOptions):
+    """The options of `Translation`.
+
+    Attributes:
+        arch: "transformer" or "rnn" (set from the `config` when one is given).
+        attention: "additive", "dot", "general" or None (recurrent models only; None for
+            the Transformer).
+        form: None (derived from `attention`), "plain", "context" or "attention" (recurrent
+            models only).
+        shared_vocabulary: train one vocabulary for both languages.
+        vocab_size: size of each trained vocabulary.
+        lower_case: train uncased vocabularies.
+        max_source_len: the most source tokens seen in training and translation.
+        max_target_len: the most decoder positions in training (target tokens + 1); the
+            default longest translation.
+        truncate: cut longer training sentences (counted in a warning) or raise.
+        label_smoothing: None: 0.1 for the Transformer, 0 for RNNs.
+        bucket_boundaries: length buckets of the training batches (see `seq2seq_examples`).
+        seed: seed of weight initialization, dropout and the data order.
+    """
+
+    arch: str = "transformer"
+    attention: str = "additive"
+    form: str = None
+    shared_vocabulary: bool = True
+    vocab_size: int = 8000
+    lower_case: bool = False
+    max_source_len: int = 128
+    max_target_len: int = 128
+    truncate: bool = True
+    label_smoothing: float = None
+    bucket_boundaries: tuple = None
+
+    def check(self):
+        super().check()
+        check_choice("arch", self.arch, tuple(ARCHITECTURES))
+        if self.arch == "rnn":
+            self.resolve("form", _rnn_form(self.attention, self.form))
+        elif self.form is not None:
+            raise ValueError(f"`form` applies to arch='rnn' only, got form={self.form!r}.")
+        if self.arch != "rnn" or self.form != "attention":
+            self.resolve("attention", None)
+        check_positive_int("max_source_len", self.max_source_len)
+        check_number("max_target_len", self.max_target_len, minimum=2, integer=True)
+        check_positive_int("vocab_size", self.vocab_size)
+        for name in ("shared_vocabulary", "lower_case", "truncate"):
+            check_bool(name, getattr(self, name))
+        if self.label_smoothing is None:
+            self.resolve("label_smoothing", DEFAULT_LABEL_SMOOTHING[self.arch])
+        check_number("label_smoothing", self.label_smoothing, minimum=0, below=1)
+        if self.bucket_boundaries is not None:
+            self.resolve("bucket_boundaries", tuple(self.bucket_boundaries))
 
 
-class Translation:
+class Translation(Pipeline):
     """Machine translation: tokenizers, an encoder-decoder, training, BLEU, beam search, export.
 
     Pick the model with `arch` and, for recurrent models, `attention` and `form`:
@@ -77,7 +116,7 @@ class Translation:
       (Sutskever et al.). `form="attention"` needs an `attention` score, and the plain and
       context forms need `attention=None`.
 
-    A `model` config (a `TransformerConfig` or `RnnSeq2SeqConfig`) overrides `arch`,
+    A `config` (a `TransformerConfig` or `RnnSeq2SeqConfig`) overrides `arch`,
     `attention` and `form`; its vocabulary sizes are set from the tokenizers (and a
     Transformer's `share_embeddings` is turned off for separate vocabularies).
 
@@ -88,20 +127,11 @@ class Translation:
     and `[EOS]`; a given target tokenizer without them is an error.
 
     Args:
-        arch: "transformer" or "rnn".
-        attention: "additive", "dot", "general" or None (recurrent models only).
-        form: None (derived from `attention`), "plain", "context" or "attention".
-        model: a model config, or None for the architecture's default sizes.
+        config: a model config, or None for the architecture's default sizes.
         source_tokenizer, target_tokenizer: `WordPieceTokenizer`s, or None to train them.
-        shared_vocabulary: train one vocabulary for both sides.
-        vocab_size: size of each trained vocabulary.
-        lower_case: train uncased vocabularies.
-        max_source_len: the most source tokens seen in training and translation.
-        max_target_len: the most decoder positions in training (target tokens + 1); the
-            default longest translation.
-        truncate: cut longer training sentences (counted in a warning) or raise.
-        label_smoothing: default 0.1 for the Transformer, 0 for RNNs.
-        seed: seed of weight initialization, dropout and the data order.
+        **options: the fields of `TranslationOptions` (`arch`, `attention`, `form`,
+            `shared_vocabulary`, `vocab_size`, `lower_case`, `max_source_len`,
+            `max_target_len`, `truncate`, `label_smoothing`, `bucket_boundaries`, `seed`).
 
     Example:
 
@@ -117,47 +147,18 @@ class Translation:
     Bahdanau et al., 2015; Luong et al., 2015.
     """
 
-    def __init__(
-        self,
-        arch="transformer",
-        attention="additive",
-        form=None,
-        model=None,
-        source_tokenizer=None,
-        target_tokenizer=None,
-        shared_vocabulary=True,
-        vocab_size=8000,
-        lower_case=False,
-        max_source_len=128,
-        max_target_len=128,
-        truncate=True,
-        label_smoothing=None,
-        seed=0,
-    ):
-        if model is not None:
-            arch = architecture_of(model)
-        if arch not in ARCHITECTURES:
-            raise ValueError(f"`arch` must be one of {tuple(ARCHITECTURES)}, got arch={arch!r}.")
-        if model is None and arch == "rnn":
-            form = _rnn_form(attention, form)
-        elif model is None and form is not None:
-            raise ValueError(f"`form` applies to arch='rnn' only, got form={form!r}.")
-        for name, value, smallest in (
-            ("max_source_len", max_source_len, 1),
-            ("max_target_len", max_target_len, 2),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < smallest:
-                raise ValueError(f"`{name}` must be an integer >= {smallest}, got {value!r}.")
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise ValueError(f"`seed` must be an int, got seed={seed!r}.")
-        check_number("label_smoothing", label_smoothing, minimum=0, below=1, none=True)
-        if not isinstance(shared_vocabulary, bool):
-            raise ValueError(
-                f"`shared_vocabulary` must be True or False, got {shared_vocabulary!r}."
-            )
-        if shared_vocabulary and target_tokenizer is None:
+    options_class = TranslationOptions
+    training_options = TRANSLATION_TRAINING_OPTIONS
+    default_batch_size = 64
+    data_name = "the pairs"
+
+    def __init__(self, config=None, source_tokenizer=None, target_tokenizer=None, **options):
+        if config is not None:
+            options.update(_architecture_options(config))
+        super().__init__(config, **options)
+        if self.options.shared_vocabulary and target_tokenizer is None:
             target_tokenizer = source_tokenizer
-        if shared_vocabulary and source_tokenizer is None:
+        if self.options.shared_vocabulary and source_tokenizer is None:
             source_tokenizer = target_tokenizer
         if (source_tokenizer is None) != (target_tokenizer is None):
             raise ValueError(
@@ -166,21 +167,8 @@ class Translation:
             )
         if target_tokenizer is not None:
             target_token_ids(target_tokenizer)
-        self.arch = arch
-        self.attention = attention if arch == "rnn" and form == "attention" else None
-        self.form = form
-        self.model_config = model
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
-        self.shared_vocabulary = shared_vocabulary
-        self.vocab_size = vocab_size
-        self.lower_case = lower_case
-        self.max_source_len = max_source_len
-        self.max_target_len = max_target_len
-        self.truncate = truncate
-        self.label_smoothing = label_smoothing
-        self.seed = seed
-        self.model = None
         self._translators = {}
 
     # Tokenizers and model -------------------------------------------------------------------
@@ -188,22 +176,23 @@ class Translation:
     def train_tokenizers(self, corpus):
         """Learn the vocabularies from `corpus` (what the first `fit` does without tokenizers)."""
         corpus = _as_corpus(corpus)
-        if self.shared_vocabulary:
+        options = self.options
+        if options.shared_vocabulary:
             tokenizer = WordPieceTokenizer.train(
                 list(corpus.sources) + list(corpus.targets),
-                vocab_size=self.vocab_size,
-                lower_case=self.lower_case,
+                vocab_size=options.vocab_size,
+                lower_case=options.lower_case,
                 reserved_tokens=TARGET_TOKENS,
             )
             self.source_tokenizer = self.target_tokenizer = tokenizer
         else:
             self.source_tokenizer = WordPieceTokenizer.train(
-                list(corpus.sources), vocab_size=self.vocab_size, lower_case=self.lower_case
+                list(corpus.sources), vocab_size=options.vocab_size, lower_case=options.lower_case
             )
             self.target_tokenizer = WordPieceTokenizer.train(
                 list(corpus.targets),
-                vocab_size=self.vocab_size,
-                lower_case=self.lower_case,
+                vocab_size=options.vocab_size,
+                lower_case=options.lower_case,
                 reserved_tokens=TARGET_TOKENS,
             )
 
@@ -216,21 +205,23 @@ class Translation:
             vocabulary_size=self.source_tokenizer.vocabulary_size,
             target_vocabulary_size=self.target_tokenizer.vocabulary_size,
         )
-        config = self.model_config
-        if config is None and self.arch == "transformer":
-            config = TransformerConfig.base(max_decode_length=self.max_target_len)
+        config, options = self.config, self.options
+        if config is None and options.arch == "transformer":
+            config = TransformerConfig.base(max_decode_length=options.max_target_len)
         elif config is None:
-            attention = {"attention_score": self.attention} if self.attention else {}
-            config = RnnSeq2SeqConfig(form=self.form, **attention)
+            attention = {"attention_score": options.attention} if options.attention else {}
+            config = RnnSeq2SeqConfig(form=options.form, **attention)
         if isinstance(config, TransformerConfig):
             shared = self.source_tokenizer is self.target_tokenizer
             sizes["share_embeddings"] = config.share_embeddings and shared
-            sizes["max_decode_length"] = max(config.max_decode_length, self.max_target_len)
+            sizes["max_decode_length"] = max(config.max_decode_length, options.max_target_len)
         return dataclasses.replace(config, **sizes)
 
     def build_model(self):
         """A new, untrained `Seq2SeqTrainer` for the resolved model config."""
-        return Seq2SeqTrainer(self.resolved_model_config(), label_smoothing=self.label_smoothing)
+        return Seq2SeqTrainer(
+            self.resolved_model_config(), label_smoothing=self.options.label_smoothing
+        )
 
     @property
     def bos_id(self):
@@ -245,99 +236,78 @@ class Translation:
     # Data -----------------------------------------------------------------------------------
 
     def dataset(self, pairs, batch_size, epochs=None, input_context=None, **options):
-        """Teacher-forcing batches of `pairs` (see `seq2seq_examples`; options pass through)."""
+        """Teacher-forcing batches of `pairs` (see `seq2seq_examples`; options pass through,
+        `bucket_boundaries` defaults to the pipeline's)."""
         if self.source_tokenizer is None:
             raise ValueError("No tokenizers yet: call fit() or train_tokenizers() first.")
+        options.setdefault("bucket_boundaries", self.options.bucket_boundaries)
         return seq2seq_examples(
             _as_corpus(pairs),
             self.source_tokenizer,
             self.target_tokenizer,
             batch_size=batch_size,
-            max_source_len=self.max_source_len,
-            max_target_len=self.max_target_len,
-            seed=self.seed,
+            max_source_len=self.options.max_source_len,
+            max_target_len=self.options.max_target_len,
+            seed=self.options.seed,
             epochs=epochs,
             input_context=input_context,
-            truncate=self.truncate,
+            truncate=self.options.truncate,
             **options,
+        )
+
+    def check_data(self, pairs, name="data"):
+        return _as_corpus(pairs)
+
+    def training_batches(self, corpus, per_replica, input_context):
+        # `before_fit` checked the lengths of every pair.
+        return self.dataset(corpus, per_replica, input_context=input_context, check=False)
+
+    def steps_in_one_pass(self, corpus, batch_size):
+        one_pass = self.dataset(corpus, batch_size, epochs=1, check=False)
+        return int(one_pass.reduce(0, lambda count, _: count + 1).numpy())
+
+    def evaluation_batches(self, corpus, batch_size, steps):
+        if steps:
+            return self.dataset(corpus, batch_size, check=False)
+        return self.dataset(
+            corpus, batch_size, epochs=1, shuffle=False, check=False, drop_remainder=False
         )
 
     # Training -------------------------------------------------------------------------------
 
-    def fit(
-        self,
-        pairs,
-        batch_size=64,
-        epochs=1,
-        steps_per_epoch=None,
-        bucket_boundaries=None,
-        **training_options,
-    ):
-        """Train on `pairs`; return the Keras `History`.
-
-        Args:
-            pairs: a `ParallelCorpus`, or a TSV file path (or list of paths) of
-                `source<TAB>target` lines.
-            batch_size: global batch size in sentence pairs.
-            epochs: number of epochs of `steps_per_epoch` steps.
-            steps_per_epoch: defaults to the batches of one pass over `pairs`.
-            bucket_boundaries: length buckets of the batches (see `seq2seq_examples`).
-            **training_options: the training options of `lmpipe.pipelines.training.train`
-                but `weight_decay` and `jit_compile`, with these for the optimizer:
-                `learning_rate`: the Transformer: the schedule's `factor` (default 1, the
-                paper); RNNs: Adam's constant learning rate (default 1e-3).
-                `warmup_steps`: the Transformer's warmup: 4000 (the paper), or 10% of the
-                steps for runs shorter than 40,000 steps.
-                `clipnorm`: global gradient-norm clipping (None: none; default 1.0).
-        """
-        options = check_training_options(
-            f"{type(self).__name__}.fit",
-            training_options,
-            accepted=TRANSLATION_TRAINING_OPTIONS,
-        )
-        corpus = _as_corpus(pairs)
+    def before_fit(self, corpus):
+        """Learn the vocabularies (on the first fit without tokenizers), check every pair's
+        length, and size the model configuration to the vocabularies."""
         if self.source_tokenizer is None:
             self.train_tokenizers(corpus)
+        options = self.options
         check_lengths(
             corpus,
             self.source_tokenizer,
             self.target_tokenizer,
-            self.max_source_len,
-            self.max_target_len,
-            self.truncate,
+            options.max_source_len,
+            options.max_target_len,
+            options.truncate,
         )
-        batching = {"bucket_boundaries": bucket_boundaries, "check": False}
-        if steps_per_epoch is None:
-            one_pass = self.dataset(corpus, batch_size, epochs=1, **batching)
-            steps = int(one_pass.reduce(0, lambda count, _: count + 1).numpy())
-            steps_per_epoch = one_pass_steps(steps, batch_size, f"the {len(corpus)} pairs")
-        config = self.resolved_model_config()
-        optimizer = self._optimizer(
-            config,
-            options.pop("learning_rate", None),
-            options.pop("warmup_steps", None),
-            options.pop("clipnorm", 1.0),
-        )
-        previous = self.model if options.get("checkpoint_dir") is None else None
+        self.config = self.resolved_model_config()
 
-        def make_dataset(per_replica, input_context, skip):
-            dataset = self.dataset(corpus, per_replica, input_context=input_context, **batching)
-            return dataset.skip(skip)
-
-        self.model, history = train(
-            self.build_model,
-            make_dataset,
-            run_config={"model": config_to_dict(config), **self._options()},
-            batch_size=batch_size,
-            epochs=epochs,
-            steps_per_epoch=steps_per_epoch,
-            model=previous,
-            seed=self.seed,
-            optimizer=optimizer,
-            **options,
-        )
+    def after_fit(self):
         self._translators = {}
-        return history
+
+    def optimizer(self, training_options):
+        """The Transformer's Adam (0.9, 0.98, 1e-9) with the paper's schedule, or Adam with a
+        constant learning rate for RNNs, from these training options:
+        `learning_rate`: the Transformer: the schedule's `factor` (default 1, the paper);
+        RNNs: Adam's constant learning rate (default 1e-3).
+        `warmup_steps`: the Transformer's warmup: 4000 (the paper), or 10% of the steps for
+        runs shorter than 40,000 steps.
+        `clipnorm`: global gradient-norm clipping (None: none; default 1.0)."""
+        return self._optimizer(
+            self.config,
+            training_options.pop("learning_rate", None),
+            training_options.pop("warmup_steps", None),
+            training_options.pop("clipnorm", 1.0),
+        )
 
     def _optimizer(self, config, learning_rate, warmup_steps, clipnorm):
         """`(total_steps) -> optimizer`, built by `train` inside the strategy scope."""
@@ -371,11 +341,11 @@ class Translation:
         """The `tf.function` `text [N] -> {"translation": [N] strings}` that `translate` and
         `export` run: tokenize, encode, beam search (greedy for `beam_width=1`), detokenize,
         all in graph ops."""
-        self._require_model()
+        self.require_model()
         if isinstance(beam_width, bool) or not isinstance(beam_width, int) or beam_width < 1:
             raise ValueError(f"`beam_width` must be a positive integer, got {beam_width!r}.")
         if max_length is None:
-            max_length = self.max_target_len
+            max_length = self.options.max_target_len
         if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
             raise ValueError(f"`max_length` must be a positive integer, got {max_length!r}.")
         if length_penalty not in LENGTH_PENALTIES:
@@ -388,7 +358,7 @@ class Translation:
                 self.model.seq2seq,
                 self.source_tokenizer,
                 self.target_tokenizer,
-                self.max_source_len,
+                self.options.max_source_len,
                 beam_width=beam_width,
                 max_length=max_length,
                 length_penalty=length_penalty,
@@ -417,99 +387,57 @@ class Translation:
             results.extend(t.decode("utf-8") for t in function(batch)["translation"].numpy())
         return results
 
-    def evaluate(self, pairs, beam_width=4, max_length=None, batch_size=64, verbose=0):
-        """Corpus BLEU (sacrebleu) of the translations of `pairs`' sources against their
-        targets, and the teacher-forced `loss`, `nll` and `token_accuracy`, as a dict.
-
-        Returns:
-            `{"bleu", "loss", "nll", "token_accuracy", "translations"}`; `bleu` is sacrebleu's
-            `corpus_bleu(translations, [targets]).score` with its default 13a tokenization.
-        """
+    def evaluate(
+        self, pairs, batch_size=None, steps=None, verbose=0, beam_width=4, max_length=None
+    ):
+        """The teacher-forced `loss`, `nll` and `token_accuracy` on `pairs` (see
+        `Pipeline.evaluate`), and `bleu`: sacrebleu's `corpus_bleu(translations,
+        [targets]).score` (its default 13a tokenization) of the translations of every
+        source, by beam search of `beam_width` (greedy for 1), as a dict of floats."""
         import sacrebleu
 
+        results = super().evaluate(pairs, batch_size, steps, verbose)
         corpus = _as_corpus(pairs)
-        self._require_model()
-        dataset = self.dataset(
-            corpus, batch_size, epochs=1, shuffle=False, check=False, drop_remainder=False
-        )
-        metrics = self.model.evaluate(dataset, return_dict=True, verbose=verbose)
         translations = self.translate(
-            corpus.sources, beam_width=beam_width, max_length=max_length, batch_size=batch_size
+            corpus.sources,
+            beam_width=beam_width,
+            max_length=max_length,
+            batch_size=batch_size or self.default_batch_size,
         )
         bleu = sacrebleu.corpus_bleu(translations, [list(corpus.targets)])
-        return {
-            "bleu": bleu.score,
-            "loss": float(metrics["loss"]),
-            "nll": float(metrics["nll"]),
-            "token_accuracy": float(metrics["token_accuracy"]),
-            "translations": translations,
-        }
+        return {"bleu": float(bleu.score), **results}
 
     # Save, load, export ---------------------------------------------------------------------
 
-    def _options(self):
+    def run_config(self):
+        return super().run_config() | {"model": config_to_dict(self.resolved_model_config())}
+
+    def tokenizers(self):
+        if self.source_tokenizer is self.target_tokenizer:
+            return {"tokenizer": self.source_tokenizer}
         return {
-            "arch": self.arch,
-            "attention": self.attention,
-            "form": self.form,
-            "shared_vocabulary": self.shared_vocabulary,
-            "vocab_size": self.vocab_size,
-            "lower_case": self.lower_case,
-            "max_source_len": self.max_source_len,
-            "max_target_len": self.max_target_len,
-            "truncate": self.truncate,
-            "label_smoothing": self.label_smoothing,
-            "seed": self.seed,
+            "source_tokenizer": self.source_tokenizer,
+            "target_tokenizer": self.target_tokenizer,
         }
 
-    def save(self, directory):
-        """Write the tokenizer(s), the options and the trained model to `directory`."""
-        self._require_model()
+    def saved_state(self):
         shared = self.source_tokenizer is self.target_tokenizer
-        if shared:
-            tokenizers = {"tokenizer": self.source_tokenizer}
-        else:
-            tokenizers = {
-                "source_tokenizer": self.source_tokenizer,
-                "target_tokenizer": self.target_tokenizer,
-            }
-        description = {
-            "model": config_to_dict(self.model.model_config),
-            "label_smoothing": self.model.label_smoothing,
-            "tokenizers": "shared" if shared else "separate",
-            **{k: v for k, v in self._options().items() if k != "label_smoothing"},
-        }
-        save_pipeline(directory, self, self.model, description, tokenizers)
+        return {"tokenizers": "shared" if shared else "separate"}
 
     @classmethod
-    def load(cls, directory):
-        """A pipeline written by `save`, with its trained model."""
-        saved = SavedPipeline(directory, cls)
-        description = saved.description
-        config = config_from_dict(description.pop("model"))
-        if description.pop("tokenizers") == "shared":
+    def from_parts(cls, saved, config, options):
+        if (saved.description.get("state") or {}).get("tokenizers") == "shared":
             source = target = saved.tokenizer()
         else:
             source = saved.tokenizer("source_tokenizer")
             target = saved.tokenizer("target_tokenizer")
-        for name in ("arch", "attention", "form"):
-            description.pop(name)
-        pipeline = cls(
-            model=config, source_tokenizer=source, target_tokenizer=target, **description
-        )
-        pipeline.model = saved.model()
-        return pipeline
+        return cls(config, source, target, **options.to_dict())
 
-    def export(
-        self,
-        base_dir,
-        version=None,
-        overwrite=False,
-        beam_width=4,
-        max_length=None,
-        warmup_texts=True,
+    def write_export(
+        self, base_dir, version, overwrite, beam_width=4, max_length=None, warmup_texts=True
     ):
-        """Export a text-in, text-out SavedModel for TF Serving to `<base_dir>/<version>/`.
+        """Exports a text-in, text-out SavedModel. `export` takes `beam_width`, `max_length`
+        and `warmup_texts` as keywords.
 
         The `serving_default` signature takes `text` (string `[N]`) and returns `translation`
         (string `[N]`): tokenization, beam search (greedy for `beam_width=1`) and
@@ -535,9 +463,14 @@ class Translation:
             warmup_texts=warmup_texts,
         )
 
-    def _require_model(self):
-        if self.model is None:
-            raise ValueError("The pipeline has no model yet: call fit() or load() first.")
+
+def _architecture_options(config):
+    """`arch`, `attention` and `form` as a model configuration has them."""
+    arch = architecture_of(config)
+    if arch != "rnn":
+        return {"arch": arch, "attention": None, "form": None}
+    attention = config.attention_score if config.form == "attention" else None
+    return {"arch": arch, "attention": attention, "form": config.form}
 
 
 def _rnn_form(attention, form):

@@ -14,8 +14,8 @@ fixed-size batches that touches only the rows the batch uses. It runs under any
 to `min_alpha` by the words processed, as the reference implementation does.
 """
 
+import dataclasses
 import io
-import json
 import os
 import time
 
@@ -23,7 +23,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from lmpipe.arguments import check_number
+from lmpipe.arguments import check_bool, check_number, check_positive_int
 from lmpipe.datasets.skipgram import (
     Vocabulary,
     as_corpus,
@@ -41,25 +41,24 @@ from lmpipe.datasets.word_similarity import (
     similarity_correlation,
     unit_vectors,
 )
-from lmpipe.models.word2vec import Word2VecModel
+from lmpipe.models.word2vec import Word2VecModel, negative_sampling_loss
 from lmpipe.pipelines.distribution import distributed_dataset, distribution_strategy, is_chief
+from lmpipe.pipelines.pipeline import Pipeline, PipelineOptions
+from lmpipe.pipelines.training import History, check_training_options
 from lmpipe.serving.text_export import export_text_function
 
-PIPELINE_FILE = "word2vec.json"
 VOCABULARY_FILE = "vocabulary.tsv"
 VECTORS_FILE = "vectors.npz"
 DEFAULT_BATCH_SIZES = {"skipgram": 4096, "cbow": 1024}
+# The training options of `Word2Vec.fit`: its loop is its own (see the module docstring).
+WORD2VEC_TRAINING_OPTIONS = ("strategy", "checkpoint_dir", "verbose")
 
 
-class Word2Vec:
-    """word2vec word vectors (skip-gram or CBOW, negative sampling), trained in TensorFlow.
+@dataclasses.dataclass(frozen=True)
+class Word2VecOptions(PipelineOptions):
+    """The options of `Word2Vec`.
 
-    Words are the lowercased runs of letters, digits and inner apostrophes of each sentence
-    (`lmpipe.datasets.skipgram.split_words`); see `lmpipe.datasets.skipgram` for the
-    vocabulary, subsampling, dynamic windows and negative sampling, which follow the reference
-    implementation (word2vec.c, as gensim implements it) and run in tf.data graph code.
-
-    Args:
+    Attributes:
         method: "skipgram" (the center word predicts each context word) or "cbow" (the mean
             of the context vectors predicts the center word).
         vector_size: dimension of the vectors.
@@ -72,19 +71,61 @@ class Word2Vec:
             over the run, by words processed.
         lower_case: lowercase the text (the evaluation sets are lowercase).
         seed: seed of the initialization and of every random choice.
-        batch_size: examples per SGD step (per replica): (center, context) pairs for
-            skip-gram, center words for CBOW; None: 4096 for skip-gram (about 1,100 words),
-            1024 for CBOW (about 1,400 words). A step sums its examples' updates per row with
-            a correction for rows used many times (`lmpipe.models.word2vec.sparse_sgd_step`);
-            larger steps have less overhead but materialize `[batch_size, 1 + negative,
-            vector_size]` tensors, which outgrow the CPU caches and the allocator's reused
-            memory, and approximate the reference's example-by-example updates less well.
+    """
+
+    method: str = "skipgram"
+    vector_size: int = 100
+    window: int = 5
+    negative: int = 5
+    min_count: int = 5
+    sample: float = 1e-3
+    alpha: float = 0.025
+    min_alpha: float = 1e-4
+    lower_case: bool = True
+
+    def check(self):
+        super().check()
+        check_word2vec_options(self.method, self.window, self.negative, self.sample)
+        check_positive_int("vector_size", self.vector_size)
+        check_positive_int("min_count", self.min_count)
+        check_number("alpha", self.alpha, above=0)
+        check_number("min_alpha", self.min_alpha, minimum=0)
+        if self.min_alpha > self.alpha:
+            raise ValueError(
+                f"Need `min_alpha` <= `alpha`, got alpha={self.alpha!r}, "
+                f"min_alpha={self.min_alpha!r}."
+            )
+        check_bool("lower_case", self.lower_case)
+        for name in ("sample", "alpha", "min_alpha"):
+            self.resolve(name, float(getattr(self, name)))
+
+
+class Word2Vec(Pipeline):
+    """word2vec word vectors (skip-gram or CBOW, negative sampling), trained in TensorFlow.
+
+    Words are the lowercased runs of letters, digits and inner apostrophes of each sentence
+    (`lmpipe.datasets.skipgram.split_words`); see `lmpipe.datasets.skipgram` for the
+    vocabulary, subsampling, dynamic windows and negative sampling, which follow the reference
+    implementation (word2vec.c, as gensim implements it) and run in tf.data graph code.
+
+    Args:
+        **options: the fields of `Word2VecOptions` (`method`, `vector_size`, `window`,
+            `negative`, `min_count`, `sample`, `alpha`, `min_alpha`, `lower_case`, `seed`).
+
+    `fit`'s `batch_size` is the number of examples per SGD step (per replica):
+    (center, context) pairs for skip-gram, center words for CBOW; None: 4096 for skip-gram
+    (about 1,100 words), 1024 for CBOW (about 1,400 words). A step sums its examples' updates
+    per row with a correction for rows used many times
+    (`lmpipe.models.word2vec.sparse_sgd_step`); larger steps have less overhead but
+    materialize `[batch_size, 1 + negative, vector_size]` tensors, which outgrow the CPU
+    caches and the allocator's reused memory, and approximate the reference's
+    example-by-example updates less well. An epoch is one pass over the corpus.
 
     Example:
 
     >>> sentences = ["the cat sat on the mat", "the dog sat on the log"] * 50
     >>> w2v = Word2Vec(vector_size=8, window=2, min_count=1, sample=0, seed=1)
-    >>> w2v = w2v.fit(sentences, epochs=2, verbose=False)
+    >>> history = w2v.fit(sentences, epochs=2, verbose=False)
     >>> w2v.vectors.shape
     (7, 8)
     >>> w2v.most_similar("cat", topn=2)[0][0] in w2v.vocabulary.words
@@ -95,109 +136,123 @@ class Word2Vec:
         Compositionality", NeurIPS 2013.
     """
 
-    def __init__(
-        self,
-        method="skipgram",
-        vector_size=100,
-        window=5,
-        negative=5,
-        min_count=5,
-        sample=1e-3,
-        alpha=0.025,
-        min_alpha=1e-4,
-        lower_case=True,
-        seed=0,
-        batch_size=None,
-    ):
-        check_word2vec_options(method, window, negative, sample)
-        for name, value in (
-            ("vector_size", vector_size),
-            ("min_count", min_count),
-            ("batch_size", 1 if batch_size is None else batch_size),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"`{name}` must be a positive integer, got {name}={value!r}.")
-        check_number("alpha", alpha, above=0)
-        check_number("min_alpha", min_alpha, minimum=0)
-        if min_alpha > alpha:
-            raise ValueError(
-                f"Need `min_alpha` <= `alpha`, got alpha={alpha!r}, min_alpha={min_alpha!r}."
-            )
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise ValueError(f"`seed` must be an int, got seed={seed!r}.")
-        self.options = {
-            "method": method,
-            "vector_size": vector_size,
-            "window": window,
-            "negative": negative,
-            "min_count": min_count,
-            "sample": float(sample),
-            "alpha": float(alpha),
-            "min_alpha": float(min_alpha),
-            "lower_case": bool(lower_case),
-            "seed": seed,
-            "batch_size": batch_size,
-        }
+    options_class = Word2VecOptions
+    training_options = WORD2VEC_TRAINING_OPTIONS
+    default_batch_size = None  # the method's, see `DEFAULT_BATCH_SIZES`
+    default_epochs = 5
+
+    def __init__(self, **options):
+        super().__init__(None, **options)
         self.vocabulary = None
-        self.model = None
-        self.history = []
+        self.batch_size = None  # examples per step of the last fit
 
-    def __getattr__(self, name):
-        options = self.__dict__.get("options", {})
-        if name in options:
-            return options[name]
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+    def check_data(self, corpus, name="data"):
+        return as_corpus(corpus)
 
-    @property
-    def examples_per_batch(self):
-        """Examples per SGD step: `batch_size`, or the method's default."""
-        if self.batch_size is not None:
-            return self.batch_size
-        return DEFAULT_BATCH_SIZES[self.method]
+    def _examples_per_batch(self, batch_size):
+        if batch_size is None:
+            return DEFAULT_BATCH_SIZES[self.options.method]
+        return check_positive_int("batch_size", batch_size)
+
+    def dataset(self, corpus, batch_size=None, epochs=None, input_context=None):
+        """word2vec's batches of `corpus` (see `lmpipe.datasets.skipgram.word2vec_examples`),
+        for the vocabulary of the trained pipeline, or, before `fit`, of `corpus`.
+
+        Args:
+            corpus: a `TextCorpus` or an iterable of sentences.
+            batch_size: examples per batch; None: the method's default.
+            epochs: passes over the corpus; None repeats forever.
+            input_context: a `tf.distribute.InputContext`: which shard to read.
+        """
+        corpus = as_corpus(corpus)
+        options = self.options
+        vocabulary = self.vocabulary
+        if vocabulary is None:
+            vocabulary = Vocabulary.learn(corpus, options.min_count, options.lower_case)
+        dataset = word2vec_examples(
+            corpus,
+            vocabulary,
+            method=options.method,
+            window=options.window,
+            negative=options.negative,
+            sample=options.sample,
+            seed=options.seed,
+            epochs=1,
+            lower_case=options.lower_case,
+            input_context=input_context,
+            examples_per_batch=self._examples_per_batch(batch_size),
+        )
+        return dataset.repeat(epochs)
 
     # Training ---------------------------------------------------------------------------------
 
-    def fit(self, corpus, epochs=5, strategy=None, checkpoint_dir=None, verbose=True):
+    def fit(
+        self,
+        corpus,
+        batch_size=None,
+        epochs=None,
+        steps_per_epoch=None,
+        validation=None,
+        **training_options,
+    ):
         """Learn the vocabulary of `corpus` and train the vectors for `epochs` passes.
 
         Args:
             corpus: a `lmpipe.datasets.TextCorpus`, or an iterable of sentences (`str`).
-            epochs: passes over the corpus.
-            strategy: None, "mirrored", "multi_worker" or a `tf.distribute.Strategy`;
-                each input pipeline reads its own shard of the corpus.
-            checkpoint_dir: checkpoint after every epoch there; a run started again with the
-                same arguments resumes after the last finished epoch.
-            verbose: print the loss and speed of each epoch.
+            batch_size: examples per SGD step (per replica); None: the method's default (see
+                the class docstring).
+            epochs: passes over the corpus (5).
+            steps_per_epoch, validation: not taken: an epoch is a pass over the corpus, and
+                the vectors are evaluated with `evaluate` and the word-similarity methods.
+            **training_options: `strategy` (None, "mirrored", "multi_worker" or a
+                `tf.distribute.Strategy`; each input pipeline reads its own shard of the
+                corpus), `checkpoint_dir` (checkpoint after every epoch there; a run started
+                again with the same arguments resumes after the last finished epoch) and
+                `verbose` (print the loss and speed of each epoch; default True).
 
         Returns:
-            `self`, trained; `history` holds one dict per epoch (`loss` per example,
-            `examples`, `words`, `seconds`, `words_per_second`).
+            A Keras `History`: per epoch, `loss` (per example), `examples`, `words`,
+            `seconds`, `words_per_second`.
 
         Raises:
             ValueError: bad `epochs`, or no word occurs `min_count` times.
         """
-        if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
-            raise ValueError(f"`epochs` must be a positive integer, got epochs={epochs!r}.")
+        options = check_training_options(
+            f"{type(self).__name__}.fit", training_options, accepted=self.training_options
+        )
+        for name, value in (("steps_per_epoch", steps_per_epoch), ("validation", validation)):
+            if value is not None:
+                raise ValueError(
+                    f"Word2Vec.fit takes no `{name}`: an epoch is a pass over the corpus; "
+                    "evaluate the vectors with evaluate() or evaluate_similarity()."
+                )
+        epochs = self.default_epochs if epochs is None else epochs
+        check_positive_int("epochs", epochs)
+        examples_per_batch = self._examples_per_batch(batch_size)
+        strategy = options.get("strategy")
+        checkpoint_dir = options.get("checkpoint_dir")
+        verbose = options.get("verbose", True)
         corpus = as_corpus(corpus)
         strategy = distribution_strategy(strategy)
-        vocabulary = Vocabulary.learn(corpus, self.min_count, self.lower_case)
+        settings = self.options
+        vocabulary = Vocabulary.learn(corpus, settings.min_count, settings.lower_case)
         if len(vocabulary) < 2:
             raise ValueError(
-                f"Only {len(vocabulary)} word occurs min_count={self.min_count} times in the "
-                "corpus; word2vec needs at least 2: lower `min_count` or use a larger corpus."
+                f"Only {len(vocabulary)} word occurs min_count={settings.min_count} times in "
+                "the corpus; word2vec needs at least 2: lower `min_count` or use a larger corpus."
             )
         self.vocabulary = vocabulary
-        examples_per_batch = self.examples_per_batch
+        self.batch_size = examples_per_batch
         # Sentences are turned into examples about 16 steps' worth at a time: fewer, larger
         # tf.data calls cost less per word. Skip-gram makes about window + 1 examples per
         # word, CBOW one.
-        per_word = self.window + 1 if self.method == "skipgram" else 1
+        per_word = settings.window + 1 if settings.method == "skipgram" else 1
         words_per_batch = 16 * examples_per_batch / per_word
         sentences_per_batch = max(
             1, round(words_per_batch * vocabulary.num_sentences / max(vocabulary.total_words, 1))
         )
         with strategy.scope():
-            self.model = Word2VecModel(len(vocabulary), self.vector_size, seed=self.seed)
+            self.model = Word2VecModel(len(vocabulary), settings.vector_size, seed=settings.seed)
         checkpoint = manager = None
         first_epoch = 0
         epoch_done = tf.Variable(0, dtype=tf.int64, trainable=False)
@@ -219,19 +274,19 @@ class Word2Vec:
                 key = 0 if input_context is None else input_context.input_pipeline_id
                 if key not in word_ids:  # tokenized once, cached for all epochs
                     word_ids[key] = sentence_word_ids(
-                        corpus, vocabulary, sentences_per_batch, self.lower_case, input_context
+                        corpus, vocabulary, sentences_per_batch, settings.lower_case, input_context
                     )
                 return word2vec_examples(
                     corpus,
                     vocabulary,
-                    method=self.method,
-                    window=self.window,
-                    negative=self.negative,
-                    sample=self.sample,
-                    seed=self.seed,
+                    method=settings.method,
+                    window=settings.window,
+                    negative=settings.negative,
+                    sample=settings.sample,
+                    seed=settings.seed,
                     epochs=1,
                     first_epoch=epoch,
-                    lower_case=self.lower_case,
+                    lower_case=settings.lower_case,
                     input_context=input_context,
                     word_ids=word_ids[key],
                     examples_per_batch=examples_per_batch,
@@ -250,6 +305,7 @@ class Word2Vec:
                 return train_on(make_dataset(epoch), words_done)
 
         words_done = tf.constant(float(first_epoch * vocabulary.retained_words), tf.float64)
+        history = History()
         for epoch in range(first_epoch, epochs):
             start = time.perf_counter()
             if self._distributed(strategy):
@@ -260,14 +316,15 @@ class Word2Vec:
             seconds = time.perf_counter() - start
             words = vocabulary.retained_words
             record = {
-                "epoch": epoch + 1,
                 "loss": float(loss) / max(float(examples), 1.0),
                 "examples": int(examples),
                 "words": words,
                 "seconds": seconds,
                 "words_per_second": words / seconds,
             }
-            self.history.append(record)
+            history.epoch.append(epoch)
+            for name, value in record.items():
+                history.history.setdefault(name, []).append(value)
             if verbose:
                 print(
                     f"word2vec epoch {epoch + 1}/{epochs}: loss {record['loss']:.4f}, "
@@ -277,7 +334,7 @@ class Word2Vec:
                 epoch_done.assign(epoch + 1)
                 if is_chief(strategy):
                     manager.save()
-        return self
+        return history
 
     @staticmethod
     def _distributed(strategy):
@@ -287,7 +344,7 @@ class Word2Vec:
 
     def _epoch_function(self, strategy, total_words):
         """A `tf.function`: one pass over a (distributed) dataset, SGD step by step."""
-        model, alpha, min_alpha = self.model, self.alpha, self.min_alpha
+        model, alpha, min_alpha = self.model, self.options.alpha, self.options.min_alpha
 
         # XLA fuses the step's gathers, products and scatters (2-3x faster on CPU); the
         # batches have one fixed shape, so it compiles once. Under a distribution strategy
@@ -315,18 +372,38 @@ class Word2Vec:
 
     # Results ----------------------------------------------------------------------------------
 
-    def _require_model(self):
-        if self.model is None:
-            raise ValueError("The pipeline has no vectors yet: call fit() or load() first.")
+    def evaluate(self, corpus, batch_size=None, steps=None, verbose=0):
+        """`{"loss": the negative-sampling loss per example}` on `corpus` (one pass, or
+        `steps` batches), with the trained vectors, without updating them; examples are drawn
+        as in training (subsampling, windows, noise words keyed by the seed)."""
+        del verbose
+        check_positive_int("steps", steps, none=True)
+        model = self.require_model()
+        dataset = self.dataset(as_corpus(corpus), batch_size, epochs=None if steps else 1)
+        if steps:
+            dataset = dataset.take(steps)
+
+        @tf.function
+        def run(dataset):
+            total = tf.constant(0.0, tf.float64)
+            examples = tf.constant(0.0, tf.float64)
+            for features in dataset:
+                weights = features["candidate_weights"]
+                loss = negative_sampling_loss(model(features), weights)
+                total += tf.cast(loss, tf.float64)
+                examples += tf.reduce_sum(tf.cast(weights[:, 0] > 0, tf.float64))
+            return total, examples
+
+        total, examples = run(dataset)
+        return {"loss": float(total) / max(float(examples), 1.0)}
 
     @property
     def vectors(self):
         """The word vectors, a float32 numpy array `[V, D]`, row i for `vocabulary.words[i]`."""
-        self._require_model()
-        return self.model.vectors
+        return self.require_model().vectors
 
     def _ids(self, words):
-        self._require_model()
+        self.require_model()
         return [self.vocabulary.index(word) for word in words]
 
     def most_similar(self, word_or_words, topn=10, negative=None):
@@ -373,7 +450,7 @@ class Word2Vec:
         Returns:
             A dict with `accuracy`, `correct`, `answered`, `total`, `coverage`, `sections`.
         """
-        self._require_model()
+        self.require_model()
         return analogy_accuracy(
             self.vocabulary.words, self.vectors, read_analogies(path), restrict_vocab
         )
@@ -386,7 +463,7 @@ class Word2Vec:
         Returns:
             A dict with `spearman`, `pearson`, `pairs`, `total`, `coverage`.
         """
-        self._require_model()
+        self.require_model()
         if path == "simlex999":
             path = gensim_test_data(SIMLEX999)
         return similarity_correlation(self.vocabulary.words, self.vectors, read_word_pairs(path))
@@ -408,14 +485,16 @@ class Word2Vec:
                     values = " ".join(f"{value:.9g}" for value in vector.tolist())
                     file.write(f"{word} {values}\n".encode())
 
-    def save(self, directory):
-        """Write the options, the vocabulary and both vector tables to `directory`."""
-        self._require_model()
-        tf.io.gfile.makedirs(directory)
-        with tf.io.gfile.GFile(os.path.join(directory, PIPELINE_FILE), "w") as file:
-            json.dump({"pipeline": type(self).__name__, **self.options}, file, indent=2)
+    def saved_state(self):
+        return {"batch_size": self.batch_size}
+
+    def restore_state(self, state):
+        self.batch_size = state.get("batch_size")
+
+    def write_model(self, directory):
+        """Write the vocabulary (`vocabulary.tsv`) and both vector tables (`vectors.npz`)."""
+        embedding = self.require_model().embedding
         self.vocabulary.save(os.path.join(directory, VOCABULARY_FILE))
-        embedding = self.model.embedding
         buffer = io.BytesIO()  # numpy's zip writer seeks, which a GFile opened for writing cannot
         np.savez(
             buffer,
@@ -425,24 +504,19 @@ class Word2Vec:
         with tf.io.gfile.GFile(os.path.join(directory, VECTORS_FILE), "wb") as file:
             file.write(buffer.getvalue())
 
-    @classmethod
-    def load(cls, directory):
-        """A pipeline written by `save`, with its vocabulary and vectors."""
-        path = os.path.join(directory, PIPELINE_FILE)
-        if not tf.io.gfile.exists(path):
-            raise ValueError(f"{directory!r} holds no saved Word2Vec ({PIPELINE_FILE} missing).")
-        with tf.io.gfile.GFile(path) as file:
-            options = json.load(file)
-        options.pop("pipeline")
-        pipeline = cls(**options)
-        pipeline.vocabulary = Vocabulary.load(os.path.join(directory, VOCABULARY_FILE))
-        with tf.io.gfile.GFile(os.path.join(directory, VECTORS_FILE), "rb") as file:
+    def read_model(self, saved):
+        self.vocabulary = Vocabulary.load(saved.file(VOCABULARY_FILE))
+        with tf.io.gfile.GFile(saved.file(VECTORS_FILE), "rb") as file:
             arrays = np.load(io.BytesIO(file.read()))
             tables = arrays["input_embeddings"], arrays["output_embeddings"]
-        pipeline.model = Word2VecModel(len(pipeline.vocabulary), pipeline.vector_size)
-        pipeline.model.embedding.input_embeddings.assign(tables[0])
-        pipeline.model.embedding.output_embeddings.assign(tables[1])
-        return pipeline
+        model = Word2VecModel(len(self.vocabulary), self.options.vector_size)
+        model.embedding.input_embeddings.assign(tables[0])
+        model.embedding.output_embeddings.assign(tables[1])
+        return model
+
+    @classmethod
+    def from_parts(cls, saved, config, options):
+        return cls(**options.to_dict())
 
     def serving_module(self):
         """A `tf.Module` whose `serve` maps words to vectors, for TF Serving.
@@ -452,11 +526,11 @@ class Word2Vec:
         the word's vector, all zeros for a word outside the vocabulary, and `found` int32
         `[B]`, 1 if the word is in the vocabulary, else 0.
         """
-        self._require_model()
+        self.require_model()
         module = tf.Module()
         module.table = self.vocabulary.lookup_table()
         module.vectors = tf.Variable(self.vectors, trainable=False, name="vectors")
-        lower_case = self.lower_case
+        lower_case = self.options.lower_case
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="word")])
         def serve(word):
@@ -469,9 +543,8 @@ class Word2Vec:
         module.serve = serve
         return module
 
-    def export(self, base_dir, version=None, overwrite=False):
-        """Export a SavedModel for TF Serving to `<base_dir>/<version>/` (written to a
-        temporary directory and renamed into place, with a warmup request); return its path.
+    def write_export(self, base_dir, version, overwrite):
+        """Written to a temporary directory and renamed into place, with a warmup request.
 
         Signature `serving_default`: input `word` (tf.string `[B]`), outputs `vector`
         (float32 `[B, D]`, zeros for unknown words) and `found` (int32 `[B]`, 1 = known word).

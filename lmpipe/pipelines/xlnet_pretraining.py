@@ -1,19 +1,82 @@
 """`XLNetPretraining`: permutation-LM data, the two-stream model with memory, fit, export."""
 
+import dataclasses
 import math
 
 import tensorflow as tf
 
-from lmpipe.arguments import check_number
+from lmpipe.arguments import check_bool, check_number
 from lmpipe.datasets.xlnet_examples import check_xlnet_arguments, special_ids, xlnet_examples
 from lmpipe.models.xlnet import XLNetConfig, check_memory_arguments
 from lmpipe.models.xlnet_pretrainer import XLNetPretrainer
 from lmpipe.pipelines.distribution import distribution_strategy, per_replica_batch_size
-from lmpipe.pipelines.saved_pipeline import SavedPipeline, save_pipeline
-from lmpipe.pipelines.training import check_training_options, train
+from lmpipe.pipelines.pipeline import PipelineOptions, TokenizerPipeline
 
 
-class XLNetPretraining:
+@dataclasses.dataclass(frozen=True)
+class XLNetPretrainingOptions(PipelineOptions):
+    """The options of `XLNetPretraining`.
+
+    Attributes:
+        seq_len: tokens per example, special tokens (and the reused part) included.
+        max_predictions: `P`, targets per example; defaults to about `seq_len / mask_alpha`.
+        mask_alpha: `K`: about one token in K is a target (6).
+        max_span: longest target span, in words (5); span lengths n have p(n) ~ 1/n.
+        perm_size: the factorization order is permuted within blocks of this many positions
+            (must divide `seq_len` and `reuse_len`); None permutes each part whole.
+        reuse_len: `R`, turns memory on (see `XLNetPretraining`); None trains without memory.
+        mem_len: cached states per layer; defaults to `reuse_len` (0 without memory).
+        bidirectional: XLNet's `bi_data`: the second half of every batch (of every
+            replica's batch) reads the text backward, and the model gives those rows the
+            negated relative distances, so reversed text keeps its real geometry (needs an
+            even batch size per replica).
+        seed: seed of every random choice: the same seed gives identical batches.
+    """
+
+    seq_len: int = 128
+    max_predictions: int = None
+    mask_alpha: float = 6
+    max_span: int = 5
+    perm_size: int = None
+    reuse_len: int = None
+    mem_len: int = None
+    bidirectional: bool = False
+
+    def check(self):
+        super().check()
+        if self.max_predictions is None:
+            # A bad `seq_len` or `mask_alpha` is named by the check below, not by this default.
+            check_number("mask_alpha", self.mask_alpha, minimum=2)
+            check_number("seq_len", self.seq_len, minimum=1, integer=True)
+            default = math.ceil(self.seq_len / self.mask_alpha)
+            self.resolve("max_predictions", max(1, min(default, self.seq_len - 3)))
+        check_bool("bidirectional", self.bidirectional)
+        # The batch size is checked by `fit` and `dataset`; 2 passes the even-size check here.
+        self.check_batch_size(2)
+        if self.mem_len is None:
+            self.resolve("mem_len", self.reuse_len or 0)
+        check_memory_arguments(self.mem_len, self.reuse_len)
+        if self.mem_len and not self.reuse_len:
+            raise ValueError(
+                f"`mem_len`={self.mem_len} needs `reuse_len`: memory is carried along text "
+                "streams, which only the reuse layout reads."
+            )
+
+    def check_batch_size(self, batch_size):
+        """Raise unless the options fit together with `batch_size` (examples per replica)."""
+        check_xlnet_arguments(
+            self.seq_len,
+            self.max_predictions,
+            self.reuse_len,
+            self.perm_size,
+            batch_size,
+            self.bidirectional,
+            self.mask_alpha,
+            self.max_span,
+        )
+
+
+class XLNetPretraining(TokenizerPipeline):
     """XLNet pretraining: permutation language modelling with two-stream attention.
 
     `dataset(corpus, batch_size)` yields `(features, labels)` batches with the names of the
@@ -36,21 +99,11 @@ class XLNetPretraining:
 
     Args:
         tokenizer: a `WordPieceTokenizer` with `[PAD]`, `[SEP]`, `[CLS]` and `[MASK]`.
-        seq_len: tokens per example, special tokens (and the reused part) included.
-        seed: seed of every random choice: the same seed gives identical batches.
-        max_predictions: `P`, targets per example; defaults to about `seq_len / mask_alpha`.
-        mask_alpha: `K`: about one token in K is a target (6).
-        max_span: longest target span, in words (5); span lengths n have p(n) ~ 1/n.
-        perm_size: the factorization order is permuted within blocks of this many positions
-            (must divide `seq_len` and `reuse_len`); None permutes each part whole.
-        reuse_len: `R`, turns memory on (see above); None trains without memory.
-        mem_len: cached states per layer; defaults to `reuse_len` (0 without memory).
-        bidirectional: XLNet's `bi_data`: the second half of every batch (of every
-            replica's batch) reads the text backward, and the model gives those rows the
-            negated relative distances, so reversed text keeps its real geometry (needs an
-            even batch size per replica).
-        model: an `XLNetConfig`; defaults to `XLNetConfig.tiny()` sized to the tokenizer's
+        config: an `XLNetConfig`; defaults to `XLNetConfig.tiny()` sized to the tokenizer's
             vocabulary (use `XLNetConfig.base(vocabulary_size=...)` for real runs).
+        **options: the fields of `XLNetPretrainingOptions` (`seq_len`, `seed`,
+            `max_predictions`, `mask_alpha`, `max_span`, `perm_size`, `reuse_len`,
+            `mem_len`, `bidirectional`).
 
     Example:
 
@@ -63,72 +116,17 @@ class XLNetPretraining:
     Reference: Yang et al., "XLNet", 2019, sections 2.3-2.5 and appendix A.
     """
 
-    def __init__(
-        self,
-        tokenizer,
-        seq_len=128,
-        seed=0,
-        max_predictions=None,
-        mask_alpha=6,
-        max_span=5,
-        perm_size=None,
-        reuse_len=None,
-        mem_len=None,
-        bidirectional=False,
-        model=None,
-    ):
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise ValueError(f"`seed` must be an int, got seed={seed!r}.")
-        special_ids(tokenizer)  # names the missing special tokens
-        if max_predictions is None:
-            # A bad `seq_len` or `mask_alpha` is named by the check below, not by this default.
-            check_number("mask_alpha", mask_alpha, minimum=2)
-            check_number("seq_len", seq_len, minimum=1, integer=True)
-            max_predictions = max(1, min(math.ceil(seq_len / mask_alpha), seq_len - 3))
-        # Batch-size checks come with `dataset` and `fit`; 2 passes the even-size check here.
-        check_xlnet_arguments(
-            seq_len, max_predictions, reuse_len, perm_size, 2, bidirectional, mask_alpha, max_span
-        )
-        if mem_len is None:
-            mem_len = reuse_len or 0
-        check_memory_arguments(mem_len, reuse_len)
-        if mem_len and not reuse_len:
-            raise ValueError(
-                f"`mem_len`={mem_len} needs `reuse_len`: memory is carried along text streams, "
-                "which only the reuse layout reads."
-            )
-        self.model_config = self._model_config(model, tokenizer)
-        self.options = {
-            "seq_len": seq_len,
-            "seed": seed,
-            "max_predictions": max_predictions,
-            "mask_alpha": mask_alpha,
-            "max_span": max_span,
-            "perm_size": perm_size,
-            "reuse_len": reuse_len,
-            "mem_len": mem_len,
-            "bidirectional": bidirectional,
-        }
-        self.tokenizer = tokenizer
-        self.seq_len = seq_len
-        self.seed = seed
-        self.max_predictions = max_predictions
-        self.reuse_len = reuse_len
-        self.mem_len = mem_len
-        self.model = None
-        self.batch_size = None  # per replica, fixed by the first fit when memory is on
+    options_class = XLNetPretrainingOptions
+    config_classes = (XLNetConfig,)
 
-    def _model_config(self, config, tokenizer):
-        if config is None:
-            config = XLNetConfig.tiny(vocabulary_size=tokenizer.vocabulary_size)
-        if not isinstance(config, XLNetConfig):
-            raise ValueError(f"`model` must be an XLNetConfig, got {config!r}.")
-        if config.vocabulary_size != tokenizer.vocabulary_size:
-            raise ValueError(
-                f"The model's vocabulary_size ({config.vocabulary_size}) differs from the "
-                f"tokenizer's ({tokenizer.vocabulary_size})."
-            )
-        return config
+    def __init__(self, tokenizer, config=None, **options):
+        super().__init__(tokenizer, config, **options)
+        special_ids(tokenizer)  # names the missing special tokens
+        self.batch_size = None  # per replica, fixed by the first fit when memory is on
+        self._fit_batch_size = None
+
+    def default_config(self):
+        return XLNetConfig.tiny(vocabulary_size=self.tokenizer.vocabulary_size)
 
     # Data -------------------------------------------------------------------------------------
 
@@ -145,26 +143,31 @@ class XLNetPretraining:
                 shard of the corpus.
             shuffle_buffer: without memory, examples shuffled together.
         """
-        if len(corpus) < 1:
-            raise ValueError("The corpus has no document.")
+        self.check_data(corpus)
+        options = self.options
         return xlnet_examples(
             corpus,
             self.tokenizer,
-            seq_len=self.seq_len,
+            seq_len=options.seq_len,
             batch_size=batch_size,
-            seed=self.seed,
-            max_predictions=self.max_predictions,
-            reuse_len=self.reuse_len,
-            perm_size=self.options["perm_size"],
-            mask_alpha=self.options["mask_alpha"],
-            max_span=self.options["max_span"],
-            bidirectional=self.options["bidirectional"],
+            seed=options.seed,
+            max_predictions=options.max_predictions,
+            reuse_len=options.reuse_len,
+            perm_size=options.perm_size,
+            mask_alpha=options.mask_alpha,
+            max_span=options.max_span,
+            bidirectional=options.bidirectional,
             input_context=input_context,
             epochs=epochs,
             shuffle_buffer=shuffle_buffer,
         )
 
-    def _replica_batches(self, corpus, per_replica, input_context):
+    def check_data(self, corpus, name="data"):
+        if len(corpus) < 1:
+            raise ValueError("The corpus has no document.")
+        return corpus
+
+    def training_batches(self, corpus, per_replica, input_context):
         """The batches of one input pipeline, each replica always getting the same streams.
 
         An input pipeline feeds its `k` replicas in turn (element `i` goes to replica
@@ -179,13 +182,13 @@ class XLNetPretraining:
         replicas = 1
         if input_context is not None:
             replicas = input_context.num_replicas_in_sync // input_context.num_input_pipelines
-        if not self.mem_len or replicas == 1:
+        if not self.options.mem_len or replicas == 1:
             return self.dataset(corpus, per_replica, input_context=input_context)
         streams = self.dataset(corpus, per_replica * replicas, input_context=input_context)
 
         def split(features, labels):
             def parts(tensor):  # [k * b, ...] -> [k, b, ...]
-                if self.options["bidirectional"]:
+                if self.options.bidirectional:
                     half = [replicas, per_replica // 2, *tensor.shape[1:]]
                     forward, backward = tf.split(tensor, 2)  # [k * b / 2, ...] each
                     return tf.concat([tf.reshape(forward, half), tf.reshape(backward, half)], 1)
@@ -200,136 +203,85 @@ class XLNetPretraining:
     # Model ------------------------------------------------------------------------------------
 
     def build_model(self, batch_size=None):
-        """A new `XLNetPretrainer`; `batch_size` (per replica) is needed with memory."""
+        """A new `XLNetPretrainer`; with memory, for `batch_size` streams per replica (by
+        default, those of the fit that builds it)."""
+        options = self.options
+        batch_size = self._fit_batch_size if batch_size is None else batch_size
         return XLNetPretrainer(
-            self.model_config,
-            max_predictions=self.max_predictions,
-            mem_len=self.mem_len,
-            reuse_len=self.reuse_len if self.mem_len else None,
-            batch_size=batch_size if self.mem_len else None,
-            bi_data=self.options["bidirectional"],
+            self.config,
+            max_predictions=options.max_predictions,
+            mem_len=options.mem_len,
+            reuse_len=options.reuse_len if options.mem_len else None,
+            batch_size=batch_size if options.mem_len else None,
+            bi_data=options.bidirectional,
         )
 
     @property
     def encoder(self):
         """The content-stream encoder (a functional `keras.Model` sharing the trained weights):
         `token_ids`, `segment_ids`, `padding_mask` -> `sequence_output`, `pooled_output`."""
-        if self.model is None:
-            raise ValueError("The pipeline has no model yet: call fit() or load() first.")
-        return self.model.encoder
+        return self.require_model().encoder
 
-    def _run_config(self):
-        return {"model": self.model_config.to_dict(), **self.options}
+    def fit(self, corpus, batch_size=None, epochs=None, steps_per_epoch=None, **arguments):
+        """Pretrain on `corpus`; return the Keras `History` (see `Pipeline.fit`).
 
-    def fit(self, corpus, batch_size=32, epochs=1, steps_per_epoch=100, **training_options):
-        """Pretrain on `corpus`; return the Keras `History`.
-
-        The arguments are those of `BertPretraining.fit` (`batch_size`, `epochs` and the
-        training options of `lmpipe.pipelines.training.train`), except `steps_per_epoch`,
-        which is required (100 by default): with memory the corpus is read as endless
-        streams, so an epoch is a number of steps. With memory, `batch_size / replicas` is
-        the number of streams per replica and stays fixed for the model's life.
+        With memory, `batch_size / replicas` is the number of text streams per replica and
+        stays fixed for the model's life; a second `fit` starts the streams (and the memory)
+        again.
         """
-        options = check_training_options(f"{type(self).__name__}.fit", training_options)
-        options["strategy"] = distribution_strategy(options.get("strategy"))
-        per_replica = per_replica_batch_size(options["strategy"], batch_size)
-        check_xlnet_arguments(
-            self.seq_len,
-            self.max_predictions,
-            self.reuse_len,
-            self.options["perm_size"],
-            per_replica,
-            self.options["bidirectional"],
-            self.options["mask_alpha"],
-            self.options["max_span"],
-        )
-        if len(corpus) < 1:
-            raise ValueError("The corpus has no document.")
-        if self.mem_len and self.batch_size not in (None, per_replica):
+        strategy = distribution_strategy(arguments.pop("strategy", None))
+        batch_size = self.default_batch_size if batch_size is None else batch_size
+        per_replica = per_replica_batch_size(strategy, batch_size)
+        self.options.check_batch_size(per_replica)
+        mem_len = self.options.mem_len
+        if mem_len and self.batch_size not in (None, per_replica):
             raise ValueError(
                 f"The model keeps memory for {self.batch_size} streams per replica; fit with "
                 f"a batch size of {self.batch_size} per replica, got {per_replica}."
             )
-        # Without checkpoints, a second fit continues training the same model.
-        previous = self.model if options.get("checkpoint_dir") is None else None
-        if previous is not None and self.mem_len:
-            previous.reset_memory()  # the new dataset starts its streams again
-
-        def make_dataset(per_replica_size, input_context, skip):
-            return self._replica_batches(corpus, per_replica_size, input_context).skip(skip)
-
-        self.model, history = train(
-            lambda: self.build_model(per_replica),
-            make_dataset,
-            run_config=self._run_config(),
-            batch_size=batch_size,
-            epochs=epochs,
-            steps_per_epoch=steps_per_epoch,
-            model=previous,
-            seed=self.seed,
-            **options,
+        if self.model is not None and mem_len and arguments.get("checkpoint_dir") is None:
+            self.model.reset_memory()  # the new dataset starts its streams again
+        self._fit_batch_size = per_replica
+        history = super().fit(
+            corpus, batch_size, epochs, steps_per_epoch, strategy=strategy, **arguments
         )
-        self.batch_size = per_replica if self.mem_len else None
+        self.batch_size = per_replica if mem_len else None
         return history
 
-    def evaluate(self, corpus, batch_size=None, steps=10, verbose="auto"):
-        """Permutation-LM loss and accuracy on `steps` batches of `corpus`, as a dict.
+    def evaluate(self, corpus, batch_size=None, steps=None, verbose=0):
+        """Permutation-LM loss and accuracy on `corpus` (one pass, or `steps` batches).
 
         With memory, `batch_size` must be the training batch size per replica (the default)
         and the memory is reset before and after, so evaluation neither reads nor leaves
         training's context.
         """
-        if self.model is None:
-            raise ValueError("The pipeline has no model yet: call fit() or load() first.")
+        mem_len = self.options.mem_len
         if batch_size is None:
-            batch_size = self.batch_size or 32
-        if self.mem_len and batch_size != self.batch_size:
+            batch_size = self.batch_size or self.default_batch_size
+        if mem_len and batch_size != self.batch_size:
             raise ValueError(
                 f"With memory the model evaluates batches of {self.batch_size} streams, got "
                 f"batch_size={batch_size}."
             )
-        if self.mem_len:
-            self.model.reset_memory()
+        if mem_len:
+            self.require_model().reset_memory()
         try:
-            return self.model.evaluate(
-                self.dataset(corpus, batch_size), steps=steps, return_dict=True, verbose=verbose
-            )
+            return super().evaluate(corpus, batch_size, steps, verbose)
         finally:
-            if self.mem_len:
+            if mem_len:
                 self.model.reset_memory()
 
     # Save, load, export -----------------------------------------------------------------------
 
-    def save(self, directory):
-        """Write the tokenizer, the pipeline's options and the trained model to `directory`
-        (the memory is not saved)."""
-        description = {"batch_size": self.batch_size, **self._run_config()}
-        save_pipeline(directory, self, self.model, description, {"tokenizer": self.tokenizer})
+    def saved_state(self):
+        """The per-replica batch size the model's memory has (the memory is not saved)."""
+        return {"batch_size": self.batch_size}
 
-    @classmethod
-    def load(cls, directory):
-        """A pipeline saved with `save`, with its trained model (and an empty memory)."""
-        saved = SavedPipeline(directory, cls)
-        batch_size = saved.description.pop("batch_size")
-        config = XLNetConfig(**saved.description.pop("model"))
-        pipeline = cls(saved.tokenizer(), model=config, **saved.description)
-        pipeline.model = saved.model()
-        pipeline.batch_size = batch_size
-        return pipeline
+    def restore_state(self, state):
+        self.batch_size = state.get("batch_size")
 
-    def export(self, base_dir, version=None, overwrite=False):
-        """Export the content-stream encoder for TensorFlow Serving to `<base_dir>/<version>/`;
-        return its path. Signatures as for BERT (`serving_default` with token ids, and
-        `serve_text` / `serve_text_pair`), the texts packed the XLNet way:
-        `text [SEP] [CLS]` and `text [SEP] text_pair [SEP] [CLS]`."""
-        from lmpipe.serving import export_saved_model
-
-        return export_saved_model(
-            base_dir,
-            self.encoder,
-            self.tokenizer,
-            self.seq_len,
-            version=version,
-            overwrite=overwrite,
-            layout="xlnet",
-        )
+    def write_export(self, base_dir, version, overwrite):
+        """Exports the content-stream encoder. Signatures as for BERT (`serving_default`
+        with token ids, and `serve_text` / `serve_text_pair`), the texts packed the XLNet
+        way: `text [SEP] [CLS]` and `text [SEP] text_pair [SEP] [CLS]`."""
+        return self.export_encoder(self.encoder, base_dir, version, overwrite, layout="xlnet")

@@ -95,7 +95,8 @@ def export_saved_model(
         pairs: also export `serve_text_pair` for sentence pairs.
         warmup: write `assets.extra/tf_serving_warmup_requests` with one request per
             signature; True uses a built-in sentence, or give a list of texts.
-        layout: how the text signatures pack: "bert" (`[CLS] A [SEP] (B [SEP])`) or "xlnet"
+        layout: how the text signatures pack: "bert" (`[CLS] A [SEP] (B [SEP])`), "causal"
+            (`[SEP] A [SEP]`, for causal language models) or "xlnet"
             (`A [SEP] (B [SEP]) [CLS]`, segment id 2 for `[CLS]`).
         num_segments: the segment ids `serving_default` accepts are `0 ... num_segments - 1`;
             None: the `num_segments` of the model's embedding layer if it has one (BERT,

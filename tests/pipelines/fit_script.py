@@ -64,7 +64,7 @@ def main():
         dropout=arguments.dropout,
         attention_dropout=arguments.dropout,
     )
-    pipe = BertPretraining(tokenizer, seq_len=32, objective="nsp", seed=7, model=config)
+    pipe = BertPretraining(tokenizer, seq_len=32, objective="nsp", seed=7, config=config)
 
     callbacks = []
     if arguments.step_delay:

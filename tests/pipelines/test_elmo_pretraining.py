@@ -23,7 +23,7 @@ def tiny_config(tokenizer):
 @pytest.fixture(scope="module")
 def trained(comedies, bert_tokenizer):
     pipe = ElmoPretraining(
-        bert_tokenizer, seq_len=SEQ_LEN, model=tiny_config(bert_tokenizer), seed=2
+        bert_tokenizer, seq_len=SEQ_LEN, config=tiny_config(bert_tokenizer), seed=2
     )
     history = pipe.fit(
         comedies, batch_size=16, epochs=3, steps_per_epoch=12, learning_rate=1e-2, verbose=0
@@ -32,7 +32,7 @@ def trained(comedies, bert_tokenizer):
 
 
 def test_batches_carry_both_directions_targets(comedies, bert_tokenizer):
-    pipe = ElmoPretraining(bert_tokenizer, seq_len=SEQ_LEN, model=tiny_config(bert_tokenizer))
+    pipe = ElmoPretraining(bert_tokenizer, seq_len=SEQ_LEN, config=tiny_config(bert_tokenizer))
     features, labels = next(iter(pipe.dataset(comedies, batch_size=4)))
     assert sorted(labels) == ["next_ids", "previous_ids", "previous_weights", "weights"]
     ids, previous = features["token_ids"].numpy(), labels["previous_ids"].numpy()
@@ -54,6 +54,7 @@ def test_joint_pretraining_on_real_text_lowers_both_losses(trained, comedies):
 @pytest.mark.slow
 def test_scalar_mix_classifier_on_the_features_trains(trained):
     pipe, _ = trained
+    keras.utils.set_random_seed(0)  # the head's initialization
     features = pipe.feature_model()
     features.trainable = False
     tokenizer = pipe.tokenizer
@@ -77,9 +78,9 @@ def test_scalar_mix_classifier_on_the_features_trains(trained):
     )
     frozen = [w.numpy().copy() for w in features.weights]
     history = classifier.fit(
-        {"token_ids": ids, "padding_mask": mask}, labels, epochs=15, batch_size=32, verbose=0
+        {"token_ids": ids, "padding_mask": mask}, labels, epochs=30, batch_size=32, verbose=0
     )
-    assert history.history["loss"][-1] < 0.5 * history.history["loss"][0]
+    assert history.history["loss"][-1] < 0.5 * history.history["loss"][0], history.history["loss"]
     for before, after in zip(frozen, features.weights, strict=True):
         np.testing.assert_array_equal(before, after.numpy())
 
@@ -98,12 +99,12 @@ def test_save_and_load_give_the_same_features(trained, tmp_path):
 
 def test_bad_pipeline_arguments_are_rejected_with_their_name(bert_tokenizer):
     with pytest.raises(ValueError, match="seq_len"):
-        ElmoPretraining(bert_tokenizer, seq_len=1, model=tiny_config(bert_tokenizer))
+        ElmoPretraining(bert_tokenizer, seq_len=1, config=tiny_config(bert_tokenizer))
     with pytest.raises(ValueError, match="ElmoConfig"):
-        ElmoPretraining(bert_tokenizer, seq_len=8, model={"lstm_units": 3})
+        ElmoPretraining(bert_tokenizer, seq_len=8, config={"lstm_units": 3})
     with pytest.raises(ValueError, match="vocabulary_size"):
-        ElmoPretraining(bert_tokenizer, seq_len=8, model=ElmoConfig.tiny(vocabulary_size=99))
+        ElmoPretraining(bert_tokenizer, seq_len=8, config=ElmoConfig.tiny(vocabulary_size=99))
     with pytest.raises(ValueError, match="no model yet"):
         ElmoPretraining(
-            bert_tokenizer, seq_len=8, model=tiny_config(bert_tokenizer)
+            bert_tokenizer, seq_len=8, config=tiny_config(bert_tokenizer)
         ).feature_model()

@@ -20,7 +20,7 @@ def tiny_config(tokenizer, **overrides):
 @pytest.fixture(scope="module")
 def trained(comedies, bert_tokenizer):
     pipe = GptPretraining(
-        bert_tokenizer, seq_len=SEQ_LEN, model=tiny_config(bert_tokenizer), seed=1
+        bert_tokenizer, seq_len=SEQ_LEN, config=tiny_config(bert_tokenizer), seed=1
     )
     history = pipe.fit(
         comedies, batch_size=16, epochs=3, steps_per_epoch=10, learning_rate=5e-3, verbose=0
@@ -70,7 +70,7 @@ def test_save_and_load_generate_the_same_text(trained, tmp_path):
     pipe, _ = trained
     pipe.save(str(tmp_path / "saved"))
     restored = GptPretraining.load(str(tmp_path / "saved"))
-    assert restored.model_config == pipe.model_config and restored.seq_len == SEQ_LEN
+    assert restored.config == pipe.config and restored.options.seq_len == SEQ_LEN
     prompts = ["Good morrow"]
     for strategy in ("greedy", "top_p"):
         assert restored.generate(prompts, max_new_tokens=6, strategy=strategy) == pipe.generate(
@@ -83,7 +83,7 @@ def eos_prone(bert_tokenizer):
     """An untrained pipeline whose final LayerNorm bias adds 11 to the `[SEP]` logit (and a
     little to the others): `[SEP]`, the end of a document, comes after a few tokens."""
     keras.utils.set_random_seed(2)
-    pipe = GptPretraining(bert_tokenizer, seq_len=SEQ_LEN, model=tiny_config(bert_tokenizer))
+    pipe = GptPretraining(bert_tokenizer, seq_len=SEQ_LEN, config=tiny_config(bert_tokenizer))
     pipe.model = pipe.build_model()
     embeddings = keras.ops.convert_to_numpy(pipe.model.token_embedding.embeddings)
     sep_embedding = embeddings[bert_tokenizer.sep_id]
@@ -124,12 +124,12 @@ def test_generated_text_ends_at_the_first_sep(eos_prone, strategy):
 
 def test_bad_pipeline_arguments_are_rejected_with_their_name(bert_tokenizer, comedies):
     with pytest.raises(ValueError, match="seq_len"):
-        GptPretraining(bert_tokenizer, seq_len=1, model=tiny_config(bert_tokenizer))
+        GptPretraining(bert_tokenizer, seq_len=1, config=tiny_config(bert_tokenizer))
     with pytest.raises(ValueError, match="max_sequence_length"):
-        GptPretraining(bert_tokenizer, seq_len=65, model=tiny_config(bert_tokenizer))
+        GptPretraining(bert_tokenizer, seq_len=65, config=tiny_config(bert_tokenizer))
     with pytest.raises(ValueError, match="vocabulary_size"):
-        GptPretraining(bert_tokenizer, seq_len=8, model=GptConfig.tiny(vocabulary_size=100))
-    pipe = GptPretraining(bert_tokenizer, seq_len=8, model=tiny_config(bert_tokenizer))
+        GptPretraining(bert_tokenizer, seq_len=8, config=GptConfig.tiny(vocabulary_size=100))
+    pipe = GptPretraining(bert_tokenizer, seq_len=8, config=tiny_config(bert_tokenizer))
     with pytest.raises(ValueError, match="batch_size"):
         pipe.fit(comedies, batch_size=0, steps_per_epoch=1)
     with pytest.raises(ValueError, match="no model yet"):

@@ -21,7 +21,7 @@ def trained():
         intermediate_dim=64,
         max_sequence_length=32,
     )
-    pipe = BertPretraining(tokenizer, seq_len=32, objective="nsp", seed=3, model=config)
+    pipe = BertPretraining(tokenizer, seq_len=32, objective="nsp", seed=3, config=config)
     pipe.fit(corpus, batch_size=8, epochs=1, steps_per_epoch=3, verbose=0)
     return pipe
 

@@ -38,7 +38,7 @@ def tiny_pipeline(tokenizer, seed=1, objective="nsp", cls=BertPretraining, confi
         intermediate_dim=128,
         max_sequence_length=48,
     )
-    return cls(tokenizer, seq_len=48, objective=objective, seed=seed, model=config)
+    return cls(tokenizer, seq_len=48, objective=objective, seed=seed, config=config)
 
 
 def test_loss_falls_on_real_text_and_the_same_seed_gives_the_same_curve(corpus, tokenizer):
@@ -68,7 +68,7 @@ def test_albert_pretraining_trains_with_sop_and_a_shared_block(corpus, tokenizer
         max_sequence_length=48,
     )
     pipe = tiny_pipeline(tokenizer, cls=AlbertPretraining, objective=None, config=config)
-    assert pipe.objective == "sop" and pipe.masker.max_ngram == 3
+    assert pipe.options.objective == "sop" and pipe.masker.max_ngram == 3
     history = pipe.fit(corpus, batch_size=8, epochs=1, steps_per_epoch=3, verbose=0)
     assert set(history.history) >= {"sop_labels" and "pair_accuracy", "mlm_accuracy"}
 
@@ -303,12 +303,14 @@ def test_bad_training_arguments_are_clear_errors(corpus, tokenizer, monkeypatch)
     with pytest.raises(ValueError, match="mixed_precision"):
         pipe.fit(corpus, batch_size=8, steps_per_epoch=1, mixed_precision="float8")
     with pytest.raises(ValueError, match="vocabulary_size"):
-        BertPretraining(tokenizer, model=BertConfig.tiny(vocabulary_size=99))
+        BertPretraining(tokenizer, config=BertConfig.tiny(vocabulary_size=99))
     two_replicas = type("TwoReplicas", (), {"num_replicas_in_sync": 2})()
     with pytest.raises(ValueError, match="not divisible by the 2 replicas"):
         per_replica_batch_size(two_replicas, 9)
     assert per_replica_batch_size(two_replicas, 8) == 4
     with pytest.raises(ValueError, match="max_sequence_length"):
         BertPretraining(
-            tokenizer, seq_len=600, model=BertConfig.tiny(vocabulary_size=tokenizer.vocabulary_size)
+            tokenizer,
+            seq_len=600,
+            config=BertConfig.tiny(vocabulary_size=tokenizer.vocabulary_size),
         )

@@ -23,7 +23,7 @@ def pipeline(seed):
     """A GPT pipeline with a (random, untrained) model: enough to save and load."""
     tokenizer = WordPieceTokenizer(VOCABULARY)
     config = GptConfig.tiny(vocabulary_size=len(VOCABULARY), hidden_dim=8, num_heads=2)
-    pipe = GptPretraining(tokenizer, seq_len=8, model=config, seed=seed)
+    pipe = GptPretraining(tokenizer, seq_len=8, config=config, seed=seed)
     keras.utils.set_random_seed(seed)
     pipe.model = pipe.build_model()
     pipe.model({"token_ids": np.zeros([1, 8], np.int32), "padding_mask": np.ones([1, 8], np.int32)})
@@ -36,7 +36,7 @@ def weights(pipe):
 
 def saved_is(directory, expected):
     loaded = GptPretraining.load(directory)
-    return loaded.seed == expected.seed and all(
+    return loaded.options.seed == expected.options.seed and all(
         np.array_equal(a, b) for a, b in zip(weights(loaded), weights(expected), strict=True)
     )
 
@@ -101,6 +101,6 @@ def test_saving_over_a_file_is_refused(tmp_path):
 def test_a_damaged_pipeline_json_is_an_error_naming_the_file(tmp_path, content, message):
     (tmp_path / PIPELINE_FILE).write_bytes(content)
     with pytest.raises(ValueError, match=message):
-        SavedPipeline(str(tmp_path), GptPretraining)
+        SavedPipeline(str(tmp_path))
     with pytest.raises(ValueError, match=re.escape(str(tmp_path))):
         saved_pipeline.read_description(str(tmp_path))

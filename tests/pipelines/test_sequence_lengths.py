@@ -32,8 +32,8 @@ def test_a_huge_seq_len_is_refused_when_the_pipeline_is_made(tokenizer):
     # XLNet's positions are relative: its bound is the longest example its data can order.
     with pytest.raises(ValueError, match=r"at most 16384 \(the longest XLNet example"):
         XLNetPretraining(tokenizer, seq_len=HUGE)
-    assert BertPretraining(tokenizer, seq_len=512).model_config.max_sequence_length == 512
-    assert BertPretraining(tokenizer, seq_len=64).model_config.max_sequence_length == 128
+    assert BertPretraining(tokenizer, seq_len=512).config.max_sequence_length == 512
+    assert BertPretraining(tokenizer, seq_len=64).config.max_sequence_length == 128
 
 
 def encoder_of(tokenizer, positions):
@@ -63,7 +63,7 @@ def test_training_and_export_accept_the_same_lengths(tokenizer):
     for seq_len in (2, 3, 4, 5, 6, 16, 17, HUGE):
         for objective, pairs in (("nsp", True), ("mlm", False)):
             trains = accepts(
-                lambda: BertPretraining(tokenizer, seq_len, objective=objective, model=config)  # noqa: B023
+                lambda: BertPretraining(tokenizer, config, seq_len=seq_len, objective=objective)  # noqa: B023
             )
             serves = accepts(
                 lambda: ServingModule(encoder, tokenizer, seq_len, pairs=pairs)  # noqa: B023

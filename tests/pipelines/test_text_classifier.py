@@ -216,7 +216,10 @@ def test_save_and_load_give_identical_predictions(trained, tmp_path):
     pipe, _, (texts, _), _, _ = trained
     pipe.save(tmp_path / "classifier")
     loaded = TextClassifier.load(tmp_path / "classifier")
-    assert loaded.labels == COLOURS and loaded.seq_len == SEQ_LEN and loaded.num_classes == 3
+    options = loaded.options
+    assert (
+        list(options.labels) == COLOURS and options.seq_len == SEQ_LEN and options.num_classes == 3
+    )
     for ours, theirs in zip(loaded.model.weights, pipe.model.weights, strict=True):
         assert ours.path == theirs.path
         np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
@@ -296,7 +299,7 @@ def test_from_pretraining_takes_the_pretrained_encoder_and_tokenizer(tokenizer):
         tokenizer,
         seq_len=SEQ_LEN,
         objective="mlm",
-        model=BertConfig.tiny(
+        config=BertConfig.tiny(
             vocabulary_size=tokenizer.vocabulary_size, hidden_dim=64, intermediate_dim=128
         ),
     )
@@ -305,7 +308,7 @@ def test_from_pretraining_takes_the_pretrained_encoder_and_tokenizer(tokenizer):
     )
     pretraining.fit(corpus, batch_size=4, epochs=1, steps_per_epoch=1, verbose=0)
     pipe = TextClassifier.from_pretraining(pretraining, num_classes=3)
-    assert pipe.tokenizer is tokenizer and pipe.seq_len == SEQ_LEN
+    assert pipe.tokenizer is tokenizer and pipe.options.seq_len == SEQ_LEN
     pipe.fit(colour_examples(32, seed=8), batch_size=16, epochs=1, verbose=0)
     # The classifier starts from the pretrained weights, not from a new initialization.
     features = pipe.encode(["the red king"])

@@ -58,7 +58,7 @@ TINY_TRANSFORMER = TransformerConfig.tiny(
 
 def _rnn(**choices):
     return dict(
-        model=RnnSeq2SeqConfig.tiny(embedding_dim=16, hidden_dim=16, dropout=0.0, **choices)
+        config=RnnSeq2SeqConfig.tiny(embedding_dim=16, hidden_dim=16, dropout=0.0, **choices)
     )
 
 
@@ -90,7 +90,7 @@ def test_trainer_loss_is_the_weighted_mean_over_real_tokens():
 @pytest.mark.parametrize(
     "options",
     [
-        dict(model=TINY_TRANSFORMER),
+        dict(config=TINY_TRANSFORMER),
         _rnn(form="attention", attention_score="additive"),
         _rnn(form="attention", attention_score="dot"),
         _rnn(form="attention", attention_score="general"),
@@ -100,9 +100,13 @@ def test_trainer_loss_is_the_weighted_mean_over_real_tokens():
     ids=["transformer", "additive", "dot", "general", "plain", "context-lstm"],
 )
 def test_training_on_bible_verses_lowers_the_loss(pairs, tokenizer, options):
-    is_transformer = isinstance(options["model"], TransformerConfig)
+    is_transformer = isinstance(options["config"], TransformerConfig)
     pipe = Translation(
-        source_tokenizer=tokenizer, max_source_len=MAX_LEN, max_target_len=MAX_LEN, **options
+        source_tokenizer=tokenizer,
+        max_source_len=MAX_LEN,
+        max_target_len=MAX_LEN,
+        bucket_boundaries=[],
+        **options,
     )
     history = pipe.fit(
         pairs,
@@ -111,7 +115,6 @@ def test_training_on_bible_verses_lowers_the_loss(pairs, tokenizer, options):
         steps_per_epoch=4,
         warmup_steps=4,
         learning_rate=0.2 if is_transformer else 1e-2,
-        bucket_boundaries=[],
         verbose=0,
     )
     losses = history.history["nll"]
@@ -123,7 +126,7 @@ def test_training_on_bible_verses_lowers_the_loss(pairs, tokenizer, options):
 @pytest.fixture(scope="module")
 def trained(pairs, tokenizer):
     pipe = Translation(
-        model=TINY_TRANSFORMER,
+        config=TINY_TRANSFORMER,
         source_tokenizer=tokenizer,
         max_source_len=MAX_LEN,
         max_target_len=MAX_LEN,
@@ -144,8 +147,8 @@ def trained(pairs, tokenizer):
 def test_evaluate_bleu_is_sacrebleus_on_the_same_strings(trained, pairs):
     corpus = ParallelCorpus.from_tsv(pairs)[:6]
     result = trained.evaluate(corpus, beam_width=2, max_length=8)
-    assert result["translations"] == trained.translate(corpus.sources, beam_width=2, max_length=8)
-    expected = sacrebleu.corpus_bleu(result["translations"], [list(corpus.targets)]).score
+    translations = trained.translate(corpus.sources, beam_width=2, max_length=8)
+    expected = sacrebleu.corpus_bleu(translations, [list(corpus.targets)]).score
     assert result["bleu"] == pytest.approx(expected)
     assert np.isfinite(result["loss"]) and 0.0 <= result["token_accuracy"] <= 1.0
 
@@ -203,7 +206,7 @@ def eos_prone(tokenizer, pairs):
     so that the test does not hang on the random initial weights."""
     keras.utils.set_random_seed(0)
     pipe = Translation(
-        model=TINY_TRANSFORMER,
+        config=TINY_TRANSFORMER,
         source_tokenizer=tokenizer,
         max_source_len=MAX_LEN,
         max_target_len=MAX_LEN,
@@ -271,8 +274,8 @@ def test_bad_arguments_are_rejected():
         Translation(arch="rnn", attention=None, form="attention")
     with pytest.raises(ValueError, match="pass attention=None"):
         Translation(arch="rnn", form="plain")
-    assert Translation(arch="rnn", attention=None).form == "context"
-    assert Translation(arch="rnn", attention=None, form="plain").form == "plain"
+    assert Translation(arch="rnn", attention=None).options.form == "context"
+    assert Translation(arch="rnn", attention=None, form="plain").options.form == "plain"
     with pytest.raises(ValueError, match="no model yet"):
         Translation().translate(["hello"])
 

@@ -38,7 +38,7 @@ def trained(comedies, bert_tokenizer):
         seq_len=SEQ_LEN,
         reuse_len=REUSE_LEN,
         seed=5,
-        model=tiny_config(bert_tokenizer),
+        config=tiny_config(bert_tokenizer),
     )
     history = pipe.fit(
         comedies, batch_size=8, epochs=3, steps_per_epoch=20, learning_rate=3e-3, verbose=0
@@ -72,7 +72,7 @@ def test_evaluate_leaves_no_memory_behind(trained, comedies):
 def test_each_replica_always_gets_the_same_streams(comedies, bert_tokenizer):
     pipe = XLNetPretraining(bert_tokenizer, seq_len=SEQ_LEN, reuse_len=REUSE_LEN, seed=2)
     context = tf.distribute.InputContext(num_input_pipelines=1, num_replicas_in_sync=2)
-    split = [f for f, _ in pipe._replica_batches(comedies, 3, context).take(6)]
+    split = [f for f, _ in pipe.training_batches(comedies, 3, context).take(6)]
     whole = [f for f, _ in pipe.dataset(comedies, 6).take(3)]
     for step, features in enumerate(whole):
         for replica in range(2):  # element 2 * step + replica goes to `replica`
@@ -94,7 +94,7 @@ def test_with_bidirectional_data_every_replica_reads_half_forward_half_backward(
         bert_tokenizer, seq_len=SEQ_LEN, reuse_len=REUSE_LEN, bidirectional=True, seed=2
     )
     context = tf.distribute.InputContext(num_input_pipelines=1, num_replicas_in_sync=2)
-    split = [f for f, _ in pipe._replica_batches(comedies, 4, context).take(4)]
+    split = [f for f, _ in pipe.training_batches(comedies, 4, context).take(4)]
     whole = [f for f, _ in pipe.dataset(comedies, 8).take(2)]
     for step, features in enumerate(whole):
         # The whole batch: streams 0-3 forward, then the same streams backward (rows 4-7).

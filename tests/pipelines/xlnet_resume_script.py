@@ -58,7 +58,7 @@ def resume_comparison(directory, strategy=None):
             mem_len=12,  # longer than reuse_len: memory outlives one step
             bidirectional=True,
             seed=3,
-            model=config,
+            config=config,
         )
 
     def fit(pipe, checkpoint_dir, callbacks=()):

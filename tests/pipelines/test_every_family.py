@@ -1,0 +1,256 @@
+"""One scenario, every family: the `Pipeline` surface is the same for all of them.
+
+Build, `dataset`, `fit` two steps, `evaluate` (a dict of floats), `save`, load back with the
+one `lmpipe.pipelines.load` (same options, same evaluation), `export`, and serve the export
+from a fresh process that has only TensorFlow and tensorflow-text.
+"""
+
+import itertools
+import json
+import math
+import random
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+
+from lmpipe import pipelines
+from lmpipe.datasets.corpus import TextCorpus
+from lmpipe.datasets.parallel_text import ParallelCorpus
+from lmpipe.datasets.seq2seq_examples import TARGET_TOKENS
+from lmpipe.datasets.wordpiece import WordPieceTokenizer
+from lmpipe.models import (
+    AlbertConfig,
+    BertConfig,
+    ElmoConfig,
+    GptConfig,
+    TransformerConfig,
+    XLNetConfig,
+)
+from lmpipe.models.bert import bert
+from tests.pipelines.test_translation import FIXTURES
+
+SEQ_LEN = 16
+BATCH = 4
+
+SERVE = """
+import json, sys
+import numpy as np, tensorflow as tf, tensorflow_text  # noqa: F401
+function = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+inputs = {}
+for name, spec in function.structured_input_signature[1].items():
+    if spec.dtype == tf.string:
+        inputs[name] = tf.constant(["to be or not to be"] * 2)
+    else:
+        value = {"token_ids": 7, "padding_mask": 1}.get(name, 0)
+        inputs[name] = tf.fill([2, 8], tf.constant(value, spec.dtype))
+outputs = function(**inputs)
+print(json.dumps({
+    name: bool(np.all(np.isfinite(value.numpy()))) if value.dtype.is_floating else str(value.dtype)
+    for name, value in outputs.items()
+}))
+"""
+
+
+@pytest.fixture(scope="module")
+def corpus(comedies):
+    documents = list(itertools.islice(comedies.iter_documents(), 8))
+    return TextCorpus.from_documents([document[:40] for document in documents])
+
+
+@pytest.fixture(scope="module")
+def tokenizer(corpus):
+    return WordPieceTokenizer.train(corpus, vocab_size=300)
+
+
+@pytest.fixture(scope="module")
+def translation_tokenizer():
+    pairs = ParallelCorpus.from_tsv(str(FIXTURES / "ruth_jonah.tsv"))[:200]
+    return WordPieceTokenizer.train(
+        list(pairs.sources) + list(pairs.targets),
+        vocab_size=250,
+        lower_case=False,
+        reserved_tokens=TARGET_TOKENS,
+    )
+
+
+def encoder_config(tokenizer):
+    return BertConfig.tiny(
+        vocabulary_size=tokenizer.vocabulary_size,
+        hidden_dim=16,
+        num_heads=2,
+        intermediate_dim=32,
+        max_sequence_length=SEQ_LEN,
+    )
+
+
+def families(corpus, tokenizer, translation_tokenizer):
+    """`{name: (make the pipeline, its training data, fit's arguments)}`."""
+    vocabulary = tokenizer.vocabulary_size
+    texts = [" ".join(document[:2]) for document in corpus.iter_documents()]
+    examples = (texts, [index % 2 for index in range(len(texts))])
+    pairs = ParallelCorpus.from_tsv(str(FIXTURES / "ruth_jonah.tsv"))[:40]
+    two_steps = {"steps_per_epoch": 2}
+    return {
+        "bert": (
+            lambda: pipelines.BertPretraining(
+                tokenizer, encoder_config(tokenizer), seq_len=SEQ_LEN, seed=1
+            ),
+            corpus,
+            two_steps,
+        ),
+        "albert": (
+            lambda: pipelines.AlbertPretraining(
+                tokenizer,
+                AlbertConfig.tiny(
+                    vocabulary_size=vocabulary,
+                    embedding_dim=8,
+                    hidden_dim=16,
+                    num_heads=2,
+                    intermediate_dim=32,
+                    max_sequence_length=SEQ_LEN,
+                ),
+                seq_len=SEQ_LEN,
+                seed=1,
+            ),
+            corpus,
+            two_steps,
+        ),
+        "xlnet": (
+            lambda: pipelines.XLNetPretraining(
+                tokenizer,
+                XLNetConfig.tiny(
+                    vocabulary_size=vocabulary, hidden_dim=16, num_heads=2, intermediate_dim=32
+                ),
+                seq_len=SEQ_LEN,
+                seed=1,
+            ),
+            corpus,
+            two_steps,
+        ),
+        "gpt": (
+            lambda: pipelines.GptPretraining(
+                tokenizer,
+                GptConfig.tiny(vocabulary_size=vocabulary, hidden_dim=16, num_heads=2),
+                seq_len=SEQ_LEN,
+                seed=1,
+            ),
+            corpus,
+            two_steps,
+        ),
+        "elmo": (
+            lambda: pipelines.ElmoPretraining(
+                tokenizer,
+                ElmoConfig.tiny(
+                    vocabulary_size=vocabulary, embedding_dim=8, lstm_units=8, projection_dim=8
+                ),
+                seq_len=SEQ_LEN,
+                seed=1,
+            ),
+            corpus,
+            two_steps,
+        ),
+        "translation": (
+            lambda: pipelines.Translation(
+                TransformerConfig.tiny(
+                    hidden_dim=16,
+                    num_heads=2,
+                    intermediate_dim=32,
+                    num_encoder_layers=1,
+                    num_decoder_layers=1,
+                ),
+                translation_tokenizer,
+                max_source_len=SEQ_LEN,
+                max_target_len=SEQ_LEN,
+                seed=1,
+            ),
+            pairs,
+            two_steps,
+        ),
+        "classifier": (
+            lambda: pipelines.TextClassifier(
+                tokenizer, bert(encoder_config(tokenizer)), 2, seq_len=SEQ_LEN, seed=1
+            ),
+            examples,
+            two_steps,
+        ),
+        "word2vec": (
+            lambda: pipelines.Word2Vec(vector_size=8, window=2, min_count=1, seed=1),
+            corpus,
+            {},  # an epoch is a pass over the corpus
+        ),
+    }
+
+
+FAMILIES = ["bert", "albert", "xlnet", "gpt", "elmo", "translation", "classifier", "word2vec"]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_family_goes_through_the_same_scenario(
+    family, corpus, tokenizer, translation_tokenizer, tmp_path
+):
+    make, data, fit_arguments = families(corpus, tokenizer, translation_tokenizer)[family]
+    pipe = make()
+    assert isinstance(pipe, pipelines.Pipeline) and pipe.model is None
+    assert isinstance(pipe.options, pipelines.PipelineOptions) and pipe.options.seed == 1
+    with pytest.raises(ValueError, match="no model yet"):
+        pipe.save(str(tmp_path / "early"))
+
+    first = next(iter(pipe.dataset(data, batch_size=BATCH)))
+    assert first  # a batch (a dict, or `(features, labels)`)
+
+    history = pipe.fit(data, batch_size=BATCH, epochs=1, verbose=0, **fit_arguments)
+    assert isinstance(history, keras.callbacks.History)
+    assert all(math.isfinite(value) for value in history.history["loss"])
+
+    results = pipe.evaluate(data, batch_size=BATCH, steps=2)
+    assert results and all(type(value) is float for value in results.values()), results
+    assert math.isfinite(results["loss"])
+
+    pipe.save(str(tmp_path / "pipeline"))
+    loaded = pipelines.load(str(tmp_path / "pipeline"))
+    assert type(loaded) is type(pipe) and loaded.options == pipe.options
+    assert loaded.evaluate(data, batch_size=BATCH, steps=2) == pytest.approx(results, rel=1e-4)
+    with pytest.raises(ValueError, match="describes a"):
+        other = pipelines.Word2Vec if family != "word2vec" else pipelines.GptPretraining
+        other.load(str(tmp_path / "pipeline"))
+
+    path = loaded.export(str(tmp_path / "serving"))
+    served = subprocess.run(
+        [sys.executable, "-c", SERVE, path], capture_output=True, text=True, timeout=300
+    )
+    assert served.returncode == 0, served.stderr[-3000:]
+    outputs = json.loads(served.stdout.strip().splitlines()[-1])
+    assert outputs and all(value is not False for value in outputs.values()), outputs
+
+
+def test_options_are_frozen_and_refuse_unknown_names(tokenizer):
+    pipe = pipelines.GptPretraining(tokenizer, seq_len=SEQ_LEN)
+    with pytest.raises(AttributeError):
+        pipe.options.seq_len = 8
+    with pytest.raises(TypeError, match="unexpected option 'seqlen'; its options are seed"):
+        pipelines.GptPretraining(tokenizer, seqlen=8)
+    values = pipe.options.to_dict()
+    assert type(pipe.options).from_dict(values) == pipe.options
+    with pytest.raises(ValueError, match="unknown option"):
+        type(pipe.options).from_dict({**values, "colour": "red"})
+    # Derived defaults are resolved once, so that the saved options are the ones used.
+    assert pipelines.BertPretraining(tokenizer, seq_len=SEQ_LEN).options.max_predictions == 3
+
+
+def test_fit_does_not_reseed_the_callers_process(tokenizer, corpus):
+    pipe = pipelines.GptPretraining(
+        tokenizer,
+        GptConfig.tiny(vocabulary_size=tokenizer.vocabulary_size, hidden_dim=16, num_heads=2),
+        seq_len=SEQ_LEN,
+        seed=1,
+    )
+    random.seed(7)
+    np.random.seed(123)
+    expected = random.random(), np.random.random()
+    random.seed(7)
+    np.random.seed(123)
+    pipe.fit(corpus, batch_size=BATCH, steps_per_epoch=1, verbose=0)
+    assert (random.random(), np.random.random()) == expected
