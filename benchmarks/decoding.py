@@ -36,7 +36,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from measure import interleaved_seconds  # noqa: E402
 
-from lmpipe.models.decoding import beam_search, greedy_search  # noqa: E402
+from lmpipe.models.samplers import beam_search, greedy_search  # noqa: E402
 from lmpipe.models.transformer import TransformerConfig, transformer  # noqa: E402
 
 BATCH, SOURCE_LENGTH, MAX_LENGTH, BEAM = 8, 24, 32, 4

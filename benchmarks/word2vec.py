@@ -3,9 +3,9 @@
 Both train on the same words with the same settings: vector_size 100, window 5, 5 negatives,
 5 epochs, min_count 5, sample 1e-3, skip-gram and CBOW (gensim: workers=2, its defaults
 otherwise, so alpha 0.025 for both methods; lmpipe: the same alpha, its default batch sizes).
-The words are lmpipe's (`lmpipe.datasets.skipgram.split_words`: lowercased runs of letters,
-digits and inner apostrophes); gensim gets them as token lists made before its clock starts,
-whereas lmpipe's time includes reading and splitting the text, learning the vocabulary and
+The words are lmpipe's (`lmpipe.datasets.word2vec_vocabulary.split_words`: lowercased runs of
+letters, digits and inner apostrophes); gensim gets them as token lists made before its clock
+starts, whereas lmpipe's time includes reading and splitting the text, learning the vocabulary and
 compiling its step, so the comparison is conservative for lmpipe.
 
 Corpora:
@@ -40,7 +40,7 @@ import tensorflow as tf  # noqa: E402
 from gensim.models import Word2Vec as GensimWord2Vec  # noqa: E402
 
 from lmpipe.datasets import TextCorpus  # noqa: E402
-from lmpipe.datasets.skipgram import split_words  # noqa: E402
+from lmpipe.datasets.word2vec_examples import split_words  # noqa: E402
 from lmpipe.datasets.word_similarity import (  # noqa: E402
     WIKIPEDIA_SAMPLE,
     analogy_accuracy,

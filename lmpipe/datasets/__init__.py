@@ -11,9 +11,9 @@ from lmpipe.datasets.sentence_pairs import pair_spans
 from lmpipe.datasets.sentences import split_sentences
 from lmpipe.datasets.seq2seq_examples import seq2seq_examples
 from lmpipe.datasets.shuffling import by_epoch, window_shuffle
-from lmpipe.datasets.skipgram import Vocabulary as Word2VecVocabulary
-from lmpipe.datasets.skipgram import split_words, word2vec_examples
 from lmpipe.datasets.tokenized_corpus import TokenizedCorpus, write_tokenized_corpus
+from lmpipe.datasets.word2vec_examples import word2vec_examples
+from lmpipe.datasets.word2vec_vocabulary import Word2VecVocabulary, split_words
 from lmpipe.datasets.wordpiece import WordPieceTokenizer
 from lmpipe.datasets.xlnet_examples import xlnet_examples
 

@@ -15,9 +15,9 @@ pipeline reads its own shard and uses its own seeds.
 import tensorflow as tf
 
 from lmpipe.datasets import packing
-from lmpipe.datasets.corpus import pipeline_position
 from lmpipe.datasets.packing import pack_segments
 from lmpipe.datasets.sentence_pairs import gather_spans, pair_spans
+from lmpipe.datasets.sharding import pipeline_position
 from lmpipe.datasets.shuffling import by_epoch, window_shuffle
 
 # What the pair stage calls each objective, and the name of its label in the batch.

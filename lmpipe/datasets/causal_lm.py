@@ -25,7 +25,7 @@ pipeline reads its own shard.
 
 import tensorflow as tf
 
-from lmpipe.datasets.corpus import pipeline_position
+from lmpipe.datasets.sharding import pipeline_position
 from lmpipe.datasets.shuffling import by_epoch, window_shuffle
 
 FEATURES = ("token_ids", "padding_mask")

@@ -18,8 +18,8 @@ import logging
 import numpy as np
 import tensorflow as tf
 
-from lmpipe.datasets.corpus import pipeline_position
 from lmpipe.datasets.parallel_text import ParallelCorpus
+from lmpipe.datasets.sharding import pipeline_position
 from lmpipe.datasets.shuffling import by_epoch, window_shuffle
 
 logger = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ import os
 
 import tensorflow as tf
 
-from lmpipe.datasets.corpus import read_sharded
+from lmpipe.datasets.sharding import read_sharded
 
 CORPUS_FILE = "corpus.json"
 FORMAT_VERSION = 1

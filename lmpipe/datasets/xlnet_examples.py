@@ -43,10 +43,10 @@ import numbers
 import tensorflow as tf
 
 from lmpipe.arguments import check_number
-from lmpipe.datasets.corpus import pipeline_position
 from lmpipe.datasets.packing import check_sequence_length, pack_segments
 from lmpipe.datasets.permutation import MAX_SEQ_LEN, PermutationLM
 from lmpipe.datasets.sentence_pairs import gather_spans, pair_spans
+from lmpipe.datasets.sharding import pipeline_position
 from lmpipe.datasets.shuffling import by_epoch, window_shuffle
 
 NUM_SPECIAL_TOKENS = 3  # A <sep> B <sep> <cls>

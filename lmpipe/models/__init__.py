@@ -2,12 +2,22 @@
 
 from lmpipe.models.albert import AlbertConfig, albert
 from lmpipe.models.bert import BertConfig, bert, count_parameters
-from lmpipe.models.decoding import Seq2SeqModel, beam_search, greedy_search
 from lmpipe.models.elmo import ElmoConfig, ElmoLanguageModel, elmo
-from lmpipe.models.generation import generate
 from lmpipe.models.gpt import GptCausalLM, GptConfig, gpt
 from lmpipe.models.pretrained import bert_from_pretrained
 from lmpipe.models.rnn_seq2seq import RnnSeq2Seq, RnnSeq2SeqConfig, rnn_seq2seq
+from lmpipe.models.samplers import (
+    BeamSampler,
+    Decoded,
+    GreedySampler,
+    Seq2SeqModel,
+    TopKSampler,
+    TopPSampler,
+    beam_search,
+    decode,
+    generate,
+    greedy_search,
+)
 from lmpipe.models.seq2seq_trainer import Seq2SeqTrainer, label_smoothed_cross_entropy
 from lmpipe.models.sequence_classifier import SequenceClassifier
 from lmpipe.models.transformer import TransformerConfig, TransformerSeq2Seq, transformer
@@ -17,16 +27,21 @@ from lmpipe.models.xlnet_pretrainer import XLNetPretrainer
 
 __all__ = [
     "AlbertConfig",
+    "BeamSampler",
     "BertConfig",
+    "Decoded",
     "ElmoConfig",
     "ElmoLanguageModel",
     "GptCausalLM",
     "GptConfig",
+    "GreedySampler",
     "RnnSeq2Seq",
     "RnnSeq2SeqConfig",
     "Seq2SeqModel",
     "Seq2SeqTrainer",
     "SequenceClassifier",
+    "TopKSampler",
+    "TopPSampler",
     "TransformerConfig",
     "TransformerSeq2Seq",
     "Word2VecModel",
@@ -37,6 +52,7 @@ __all__ = [
     "bert",
     "bert_from_pretrained",
     "count_parameters",
+    "decode",
     "elmo",
     "generate",
     "gpt",

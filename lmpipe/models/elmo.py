@@ -7,7 +7,7 @@ from keras import ops
 
 from lmpipe.arguments import check_positive_integers, check_rates
 from lmpipe.layers.initializers import bert_initializer
-from lmpipe.models.gpt import next_token_loss
+from lmpipe.models.losses import masked_cross_entropy
 from lmpipe.models.trainable import FunctionalTrainableModel
 
 
@@ -218,17 +218,17 @@ class ElmoLanguageModel(FunctionalTrainableModel):
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         del x, sample_weight, training
         t = self.trackers
-        forward = next_token_loss(
+        forward = masked_cross_entropy(
             y["next_ids"],
-            y["weights"],
             y_pred["forward_logits"],
+            y["weights"],
             t["forward_loss"],
             t["forward_accuracy"],
         )
-        backward = next_token_loss(
+        backward = masked_cross_entropy(
             y["previous_ids"],
-            y["previous_weights"],
             y_pred["backward_logits"],
+            y["previous_weights"],
             t["backward_loss"],
             t["backward_accuracy"],
         )

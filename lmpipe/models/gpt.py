@@ -14,7 +14,8 @@ from lmpipe.arguments import (
 )
 from lmpipe.layers.initializers import bert_initializer
 from lmpipe.layers.transformer_decoder_block import TransformerDecoderBlock
-from lmpipe.models.trainable import FunctionalTrainableModel, global_sum
+from lmpipe.models.losses import masked_cross_entropy
+from lmpipe.models.trainable import FunctionalTrainableModel
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,7 +85,7 @@ def position_ids(padding_mask):
     """Position of each token among the real tokens of its row: `cumsum(mask) - 1`, >= 0.
 
     Counting real tokens rather than slots lets a left-padded prompt start at position 0, as
-    the same prompt alone would (see `lmpipe.models.generation`).
+    the same prompt alone would (see `lmpipe.models.samplers.causal_lm`).
     """
     mask = ops.cast(padding_mask, "int32")
     return ops.maximum(ops.cumsum(mask, axis=1) - 1, 0)  # [B, S]
@@ -113,7 +114,7 @@ class GptCausalLM(FunctionalTrainableModel):
     `initializer_range / sqrt(2 * num_layers)`.
 
     Incremental decoding: `initial_cache(batch_size, max_length)` and `call_with_cache`
-    (see `lmpipe.models.generation.generate`).
+    (see `lmpipe.models.samplers.generate`).
 
     Args:
         config: a `GptConfig` (or its dict).
@@ -237,8 +238,8 @@ class GptCausalLM(FunctionalTrainableModel):
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         del x, sample_weight, training
-        return next_token_loss(
-            y["next_ids"], y["weights"], y_pred, self.loss_tracker, self.accuracy_tracker
+        return masked_cross_entropy(
+            y["next_ids"], y_pred, y["weights"], self.loss_tracker, self.accuracy_tracker
         )
 
     def get_config(self):
@@ -247,42 +248,6 @@ class GptCausalLM(FunctionalTrainableModel):
     @classmethod
     def from_config(cls, config):
         return cls(**config)
-
-
-def next_token_loss(targets, weights, logits, loss_tracker=None, accuracy_tracker=None):
-    """Weighted next-token cross-entropy, normalized by the global sum of `weights`.
-
-    Divided by the global count, the per-replica losses add up (as gradients are summed
-    across replicas) to the weighted mean over the global batch. The trackers, if given,
-    receive the local mean loss and accuracy weighted by the local count.
-
-    Args:
-        targets: int `[B, S]`.
-        weights: float `[B, S]`, 1 = a real prediction.
-        logits: float `[B, S, V]`.
-        loss_tracker, accuracy_tracker: optional `keras.metrics.Mean`.
-
-    Returns:
-        The scalar loss.
-    """
-    weights = ops.cast(weights, "float32")
-    per_token = keras.losses.sparse_categorical_crossentropy(
-        targets, logits, from_logits=True
-    )  # [B, S]
-    local_count = ops.sum(weights)
-    local_sum = ops.sum(per_token * weights)
-    loss = local_sum / ops.maximum(global_sum(local_count), 1.0)
-    if loss_tracker is not None:
-        loss_tracker.update_state(
-            local_sum / ops.maximum(local_count, 1.0), sample_weight=local_count
-        )
-    if accuracy_tracker is not None:
-        predicted = ops.cast(ops.argmax(logits, axis=-1), "int32")
-        correct = ops.cast(predicted == ops.cast(targets, "int32"), "float32")
-        accuracy_tracker.update_state(
-            ops.sum(correct * weights) / ops.maximum(local_count, 1.0), sample_weight=local_count
-        )
-    return loss
 
 
 def gpt(config=None):

@@ -7,7 +7,8 @@ from lmpipe.layers.initializers import bert_initializer
 from lmpipe.layers.masked_lm_head import MaskedLMHead
 from lmpipe.models.albert import AlbertConfig, albert
 from lmpipe.models.bert import BertConfig, bert
-from lmpipe.models.trainable import FunctionalTrainableModel, global_sum
+from lmpipe.models.losses import masked_cross_entropy
+from lmpipe.models.trainable import FunctionalTrainableModel
 
 PAIR_LABELS = {"nsp": "nsp_labels", "sop": "sop_labels", "mlm": None}
 
@@ -99,38 +100,23 @@ class BertPretrainer(FunctionalTrainableModel):
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         del x, sample_weight, training
-        logits = y_pred["mlm_logits"]
-        weights = ops.cast(y["mask_weights"], "float32")
-        per_prediction = keras.losses.sparse_categorical_crossentropy(
-            y["mask_ids"], logits, from_logits=True
-        )  # [B, P]
-        local_count = ops.sum(weights)
-        local_sum = ops.sum(per_prediction * weights)
-        # Divided by the global count, the per-replica losses add up (as gradients are
-        # summed across replicas) to the masked mean over the global batch.
-        loss = local_sum / ops.maximum(global_sum(local_count), 1.0)
-        self.mlm_loss_tracker.update_state(
-            local_sum / ops.maximum(local_count, 1.0), sample_weight=local_count
-        )
-        correct = ops.cast(
-            ops.cast(ops.argmax(logits, axis=-1), "int32") == ops.cast(y["mask_ids"], "int32"),
-            "float32",
-        )
-        self.mlm_accuracy.update_state(
-            ops.sum(correct * weights) / ops.maximum(local_count, 1.0), sample_weight=local_count
+        loss = masked_cross_entropy(
+            y["mask_ids"],
+            y_pred["mlm_logits"],
+            y["mask_weights"],
+            self.mlm_loss_tracker,
+            self.mlm_accuracy,
         )
         label_name = PAIR_LABELS[self.objective]
         if label_name is not None:
-            pair_logits = y_pred["pair_logits"]
-            pair_loss = keras.losses.sparse_categorical_crossentropy(
-                y[label_name], pair_logits, from_logits=True
-            )  # [B]
-            local_examples = ops.cast(ops.shape(pair_loss)[0], "float32")
-            loss = loss + ops.sum(pair_loss) / ops.maximum(global_sum(local_examples), 1.0)
-            self.pair_loss_tracker.update_state(ops.mean(pair_loss), sample_weight=local_examples)
-            predicted = ops.cast(ops.argmax(pair_logits, axis=-1), "int32")
-            pair_correct = ops.cast(predicted == ops.cast(y[label_name], "int32"), "float32")
-            self.pair_accuracy.update_state(ops.mean(pair_correct), sample_weight=local_examples)
+            labels = y[label_name]  # [B]: every example counts
+            loss = loss + masked_cross_entropy(
+                labels,
+                y_pred["pair_logits"],
+                ops.ones_like(labels, "float32"),
+                self.pair_loss_tracker,
+                self.pair_accuracy,
+            )
         return loss
 
     def get_config(self):

@@ -9,7 +9,7 @@ from lmpipe.arguments import check_positive_integers, check_rates
 from lmpipe.layers.rnn_attention import SCORES
 from lmpipe.layers.rnn_decoder import FORMS, RnnDecoder
 from lmpipe.layers.rnn_encoder import CELLS, RnnEncoder
-from lmpipe.models.decoding import Seq2SeqModel
+from lmpipe.models.samplers.seq2seq import Seq2SeqModel
 from lmpipe.models.transformer import SEQ2SEQ_INPUTS
 
 
@@ -104,7 +104,7 @@ class RnnSeq2Seq(Seq2SeqModel):
     logits `[B, T, V_target]` (teacher forcing). Dropout applies to the embeddings and the
     decoder outputs while training.
 
-    Decoding (see `lmpipe.models.decoding`): `encode` returns the state
+    Decoding (see `lmpipe.models.samplers.seq2seq`): `encode` returns the state
     `{"decoder_state": (h,) or (h, c)}` (`[B, D]` each) plus, by form, `"context"` `[B, D]`
     or `"encoder_sequence"` `[B, S, D]`, `"encoder_padding_mask"` `[B, S]` and the
     precomputed attention `"keys"`; every tensor is batch-major. `decode_step` ignores `step`

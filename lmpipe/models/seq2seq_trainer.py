@@ -3,8 +3,9 @@
 import keras
 from keras import ops
 
+from lmpipe.models.losses import masked_mean, track_accuracy
 from lmpipe.models.rnn_seq2seq import RnnSeq2SeqConfig, rnn_seq2seq
-from lmpipe.models.trainable import TrainableModel, global_sum
+from lmpipe.models.trainable import TrainableModel
 from lmpipe.models.transformer import SEQ2SEQ_INPUTS, TransformerConfig, transformer
 
 ARCHITECTURES = {"transformer": TransformerConfig, "rnn": RnnSeq2SeqConfig}
@@ -120,17 +121,10 @@ class Seq2SeqTrainer(TrainableModel):
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         del x, sample_weight, training
-        weights = ops.cast(y["weights"], "float32")  # [B, T]
+        weights = y["weights"]  # [B, T], 1 on real tokens
         loss, nll = label_smoothed_cross_entropy(y["target_ids"], y_pred, self.label_smoothing)
-        local_count = ops.sum(weights)
-        # Divided by the global count, the per-replica losses add up (as gradients are summed
-        # across replicas) to the mean over the real tokens of the global batch.
-        total = ops.sum(loss * weights) / ops.maximum(global_sum(local_count), 1.0)
-        safe_count = ops.maximum(local_count, 1.0)
-        self.nll_tracker.update_state(ops.sum(nll * weights) / safe_count, local_count)
-        predicted = ops.cast(ops.argmax(y_pred, axis=-1), "int32")
-        correct = ops.cast(predicted == ops.cast(y["target_ids"], "int32"), "float32")
-        self.token_accuracy.update_state(ops.sum(correct * weights) / safe_count, local_count)
+        total = masked_mean(loss, weights, self.nll_tracker, tracked=nll)
+        track_accuracy(self.token_accuracy, y["target_ids"], y_pred, weights)
         return total
 
     def get_config(self):

@@ -4,7 +4,8 @@ import keras
 from keras import ops
 
 from lmpipe.layers.classification_head import ClassificationHead
-from lmpipe.models.trainable import FunctionalTrainableModel, global_sum
+from lmpipe.models.losses import masked_cross_entropy
+from lmpipe.models.trainable import FunctionalTrainableModel
 
 ENCODER_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 
@@ -79,13 +80,8 @@ class SequenceClassifier(FunctionalTrainableModel):
         del x, sample_weight, training
         labels = y["labels"] if isinstance(y, dict) else y
         logits = y_pred["logits"]
-        per_example = keras.losses.sparse_categorical_crossentropy(
-            labels, logits, from_logits=True
-        )  # [B]
-        local_examples = ops.cast(ops.shape(per_example)[0], "float32")
-        # Divided by the global batch size, the per-replica losses add up (gradients are summed
-        # across replicas) to the mean over the global batch.
-        loss = ops.sum(per_example) / ops.maximum(global_sum(local_examples), 1.0)
+        # Every example counts: the mean over the global batch.
+        loss = masked_cross_entropy(labels, logits, ops.ones_like(labels, "float32"))
         self.accuracy_metric.update_state(labels, logits)
         return loss
 

@@ -15,7 +15,7 @@ from lmpipe.arguments import (
 from lmpipe.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
 from lmpipe.layers.transformer_decoder_block import TransformerDecoderBlock
 from lmpipe.layers.transformer_encoder_block import TransformerEncoderBlock
-from lmpipe.models.decoding import Seq2SeqModel
+from lmpipe.models.samplers.seq2seq import Seq2SeqModel
 
 SEQ2SEQ_INPUTS = ("encoder_ids", "encoder_mask", "decoder_ids", "decoder_mask")
 
@@ -130,7 +130,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
     forcing: position t sees decoder tokens 0..t). Padded encoder positions are never
     attended to.
 
-    Decoding (see `lmpipe.models.decoding`): `encode` runs the encoder once and returns the
+    Decoding (see `lmpipe.models.samplers.seq2seq`): `encode` runs the encoder once and returns the
     state `{"encoder_mask": [B, S], "cross_caches": [[B, 2, S, heads, head_dim]] * L,
     "self_caches": [[B, 2, max_length, heads, head_dim]] * L}`, every tensor batch-major;
     `decode_step` embeds one token, writes its keys and values into the self-attention caches

@@ -4,8 +4,9 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from lmpipe.models.losses import masked_cross_entropy
 from lmpipe.models.replica_local_state import ReplicaLocalState
-from lmpipe.models.trainable import TrainableModel, global_sum
+from lmpipe.models.trainable import TrainableModel
 from lmpipe.models.xlnet import XLNetConfig, check_memory_arguments, xlnet, xlnet_content_stream
 
 FEATURES = ("token_ids", "segment_ids", "padding_mask", "perm_mask", "target_mapping")
@@ -203,23 +204,12 @@ class XLNetPretrainer(TrainableModel):
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         del x, sample_weight, training
-        logits = y_pred["lm_logits"]
-        targets = ops.cast(y["target_ids"], "int32")
-        weights = ops.cast(y["target_mask"], "float32")
-        per_target = keras.losses.sparse_categorical_crossentropy(
-            targets, logits, from_logits=True
-        )  # [B, P]
-        local_count = ops.sum(weights)
-        local_sum = ops.sum(per_target * weights)
-        # Divided by the global count, the per-replica losses add up (as gradients are
-        # summed across replicas) to the masked mean over the global batch.
-        loss = local_sum / ops.maximum(global_sum(local_count), 1.0)
-        self.plm_loss_tracker.update_state(
-            local_sum / ops.maximum(local_count, 1.0), sample_weight=local_count
-        )
-        correct = ops.cast(ops.cast(ops.argmax(logits, axis=-1), "int32") == targets, "float32")
-        self.plm_accuracy.update_state(
-            ops.sum(correct * weights) / ops.maximum(local_count, 1.0), sample_weight=local_count
+        loss = masked_cross_entropy(
+            y["target_ids"],
+            y_pred["lm_logits"],
+            y["target_mask"],
+            self.plm_loss_tracker,
+            self.plm_accuracy,
         )
         return loss
 

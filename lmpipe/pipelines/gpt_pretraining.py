@@ -5,10 +5,10 @@ import dataclasses
 import keras
 import tensorflow as tf
 
-from lmpipe.arguments import check_positive_int
+from lmpipe.arguments import check_number, check_positive_int, check_seed
 from lmpipe.datasets.causal_lm import causal_lm_examples, check_causal_sequence_length
-from lmpipe.models.generation import check_generation_arguments, generate
 from lmpipe.models.gpt import GptCausalLM, GptConfig
+from lmpipe.models.samplers import generate, sampler_for, traced_function
 from lmpipe.pipelines.pipeline import PipelineOptions, TokenizerPipeline, perplexity
 from lmpipe.serving.text_export import export_text_function
 
@@ -112,10 +112,6 @@ class GptPretraining(LanguageModelPretraining):
 
     config_classes = (GptConfig,)
 
-    def __init__(self, tokenizer, config=None, **options):
-        super().__init__(tokenizer, config, **options)
-        self._generation_functions = {}
-
     def default_config(self):
         # GPT-2's 1024 positions: longer sequences need a config that says so, rather than a
         # position table as long as any seq_len given.
@@ -141,7 +137,12 @@ class GptPretraining(LanguageModelPretraining):
 
     def _generation_options(self, max_new_tokens, strategy, k, p, temperature, seed):
         seed = self.options.seed if seed is None else seed
-        check_generation_arguments(max_new_tokens, strategy, k, p, temperature, None, seed)
+        check_number("max_new_tokens", max_new_tokens, minimum=1, integer=True)
+        if strategy == "beam":
+            raise ValueError("GPT generation has no beam search: `strategy` must be greedy, "
+                             "top_k or top_p.")  # fmt: skip
+        sampler_for(strategy, k=k, p=p, temperature=temperature)  # checks them
+        check_seed(seed)
         if max_new_tokens >= self.config.max_sequence_length:
             raise ValueError(
                 f"`max_new_tokens`={max_new_tokens} leaves no room for a prompt in the model's "
@@ -183,7 +184,7 @@ class GptPretraining(LanguageModelPretraining):
             temperature=temperature,
             seed=seed,
         )
-        return self.tokenizer.detokenize(generated["token_ids"], skip_special_tokens=True)
+        return self.tokenizer.detokenize(generated.token_ids, skip_special_tokens=True)
 
     def generation_function(
         self, max_new_tokens=32, strategy="greedy", k=50, p=0.9, temperature=1.0, seed=None
@@ -191,20 +192,17 @@ class GptPretraining(LanguageModelPretraining):
         """A `tf.function` (no XLA), string `[B]` -> `{"text": string [B]}`, for serving."""
         options = self._generation_options(max_new_tokens, strategy, k, p, temperature, seed)
         model = self.require_model()
-        # One traced function per model and settings: tracing the loop takes seconds.
-        key = (id(model), tuple(sorted(options.items())))
-        cached = self._generation_functions.get(key)
-        if cached is not None:
-            return cached
 
-        def serve(text):
-            return {"text": self.generate_texts(text, **options)}
+        def make():
+            def serve(text):
+                return {"text": self.generate_texts(text, **options)}
 
-        function = tf.function(
-            serve, input_signature=[tf.TensorSpec([None], tf.string)], jit_compile=False
-        )
-        self._generation_functions = {key: function}  # only the latest: models change
-        return function
+            return tf.function(
+                serve, input_signature=[tf.TensorSpec([None], tf.string)], jit_compile=False
+            )
+
+        key = ("generate_text", self.options.seq_len, tuple(sorted(options.items())))
+        return traced_function(model, key, make)
 
     def generate(
         self, prompts, max_new_tokens=32, strategy="greedy", k=50, p=0.9, temperature=1.0, seed=None
@@ -214,7 +212,7 @@ class GptPretraining(LanguageModelPretraining):
         Args:
             prompts: a list of `str`.
             max_new_tokens: pieces generated at most per prompt (generation stops at `[SEP]`).
-            strategy: "greedy", "top_k" or "top_p" (see `lmpipe.models.generation.generate`).
+            strategy: "greedy", "top_k" or "top_p" (see `lmpipe.models.samplers.generate`).
             k, p, temperature: the sampling parameters.
             seed: sampling seed; defaults to the pipeline's seed.
         """

@@ -16,8 +16,8 @@ from lmpipe.datasets.seq2seq_examples import (
 )
 from lmpipe.datasets.wordpiece import WordPieceTokenizer
 from lmpipe.models.configs import config_to_dict
-from lmpipe.models.decoding import beam_search, greedy_search
 from lmpipe.models.rnn_seq2seq import RnnSeq2SeqConfig
+from lmpipe.models.samplers import BeamSampler, GreedySampler, decode, traced_function
 from lmpipe.models.seq2seq_trainer import (
     ARCHITECTURES,
     DEFAULT_LABEL_SMOOTHING,
@@ -169,7 +169,6 @@ class Translation(Pipeline):
             target_token_ids(target_tokenizer)
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
-        self._translators = {}
 
     # Tokenizers and model -------------------------------------------------------------------
 
@@ -291,9 +290,6 @@ class Translation(Pipeline):
         )
         self.config = self.resolved_model_config()
 
-    def after_fit(self):
-        self._translators = {}
-
     def optimizer(self, training_options):
         """The Transformer's Adam (0.9, 0.98, 1e-9) with the paper's schedule, or Adam with a
         constant learning rate for RNNs, from these training options:
@@ -352,18 +348,22 @@ class Translation(Pipeline):
             raise ValueError(
                 f"`length_penalty` must be one of {LENGTH_PENALTIES}, got {length_penalty!r}."
             )
-        key = (beam_width, max_length, length_penalty)
-        if key not in self._translators:
-            self._translators[key] = _translator(
-                self.model.seq2seq,
+        seq2seq = self.model.seq2seq
+        max_source_len = self.options.max_source_len
+
+        def make():
+            return _translator(
+                seq2seq,
                 self.source_tokenizer,
                 self.target_tokenizer,
-                self.options.max_source_len,
+                max_source_len,
                 beam_width=beam_width,
                 max_length=max_length,
                 length_penalty=length_penalty,
             )
-        return self._translators[key]
+
+        key = ("translate", max_source_len, beam_width, max_length, length_penalty)
+        return traced_function(seq2seq, key, make)
 
     def translate(self, texts, beam_width=4, max_length=None, batch_size=64):
         """Translations of `texts` (a list of strings), as a list of strings.
@@ -529,18 +529,17 @@ def _translator(
         )
         width = tf.shape(encoder_ids)[1]
         encoder_mask = tf.cast(tf.sequence_mask(ids.row_lengths(), width), tf.int32)
-        search = dict(bos_id=bos_id, eos_id=eos_id, max_length=max_length, pad_id=pad_id)
-        if beam_width == 1:
-            output, _ = greedy_search(seq2seq, encoder_ids, encoder_mask, **search)
-        else:
-            output, _ = beam_search(
-                seq2seq,
-                encoder_ids,
-                encoder_mask,
-                beam_width=beam_width,
-                length_penalty=length_penalty,
-                **search,
-            )
+        sampler = GreedySampler() if beam_width == 1 else BeamSampler(beam_width, length_penalty)
+        output = decode(
+            seq2seq,
+            encoder_ids,
+            encoder_mask,
+            sampler,
+            bos_id=bos_id,
+            eos_id=eos_id,
+            max_length=max_length,
+            pad_id=pad_id,
+        ).token_ids
         output = tf.where(output == eos_id, pad_id, output)  # [N, L]; [PAD] is never printed
         words = target_tokenizer.detokenize(output)
         words = tf.strings.regex_replace(words, _SPACE_BEFORE, r"\1")

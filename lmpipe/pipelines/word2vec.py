@@ -24,14 +24,12 @@ import numpy as np
 import tensorflow as tf
 
 from lmpipe.arguments import check_bool, check_number, check_positive_int
-from lmpipe.datasets.skipgram import (
-    Vocabulary,
-    as_corpus,
+from lmpipe.datasets.word2vec_examples import (
     check_word2vec_options,
-    normalize_words,
     sentence_word_ids,
     word2vec_examples,
 )
+from lmpipe.datasets.word2vec_vocabulary import Word2VecVocabulary, as_corpus, normalize_words
 from lmpipe.datasets.word_similarity import (
     SIMLEX999,
     analogy_accuracy,
@@ -104,9 +102,11 @@ class Word2Vec(Pipeline):
     """word2vec word vectors (skip-gram or CBOW, negative sampling), trained in TensorFlow.
 
     Words are the lowercased runs of letters, digits and inner apostrophes of each sentence
-    (`lmpipe.datasets.skipgram.split_words`); see `lmpipe.datasets.skipgram` for the
-    vocabulary, subsampling, dynamic windows and negative sampling, which follow the reference
-    implementation (word2vec.c, as gensim implements it) and run in tf.data graph code.
+    (`lmpipe.datasets.word2vec_vocabulary.split_words`); see
+    `lmpipe.datasets.word2vec_vocabulary` for the vocabulary and
+    `lmpipe.datasets.word2vec_examples` for subsampling, dynamic windows and negative sampling,
+    which follow the reference implementation (word2vec.c, as gensim implements it) and run in
+    tf.data graph code.
 
     Args:
         **options: the fields of `Word2VecOptions` (`method`, `vector_size`, `window`,
@@ -155,7 +155,7 @@ class Word2Vec(Pipeline):
         return check_positive_int("batch_size", batch_size)
 
     def dataset(self, corpus, batch_size=None, epochs=None, input_context=None):
-        """word2vec's batches of `corpus` (see `lmpipe.datasets.skipgram.word2vec_examples`),
+        """word2vec's batches of `corpus` (see `lmpipe.datasets.word2vec_examples`),
         for the vocabulary of the trained pipeline, or, before `fit`, of `corpus`.
 
         Args:
@@ -168,7 +168,7 @@ class Word2Vec(Pipeline):
         options = self.options
         vocabulary = self.vocabulary
         if vocabulary is None:
-            vocabulary = Vocabulary.learn(corpus, options.min_count, options.lower_case)
+            vocabulary = Word2VecVocabulary.learn(corpus, options.min_count, options.lower_case)
         dataset = word2vec_examples(
             corpus,
             vocabulary,
@@ -235,7 +235,7 @@ class Word2Vec(Pipeline):
         corpus = as_corpus(corpus)
         strategy = distribution_strategy(strategy)
         settings = self.options
-        vocabulary = Vocabulary.learn(corpus, settings.min_count, settings.lower_case)
+        vocabulary = Word2VecVocabulary.learn(corpus, settings.min_count, settings.lower_case)
         if len(vocabulary) < 2:
             raise ValueError(
                 f"Only {len(vocabulary)} word occurs min_count={settings.min_count} times in "
@@ -505,7 +505,7 @@ class Word2Vec(Pipeline):
             file.write(buffer.getvalue())
 
     def read_model(self, saved):
-        self.vocabulary = Vocabulary.load(saved.file(VOCABULARY_FILE))
+        self.vocabulary = Word2VecVocabulary.load(saved.file(VOCABULARY_FILE))
         with tf.io.gfile.GFile(saved.file(VECTORS_FILE), "rb") as file:
             arrays = np.load(io.BytesIO(file.read()))
             tables = arrays["input_embeddings"], arrays["output_embeddings"]

@@ -5,19 +5,21 @@
   warmup records.
 - `export_text_function(base_dir, module, function)`: a text-in signature (translation,
   generation, word vectors) as `serving_default`, written the same way.
-- `lmpipe.serving.compat`: a fresh process that loads an export as TF Serving does (TF1 loader,
-  `session.run` by tensor names, strict request dtypes), and replays its warmup records.
-- `lmpipe.serving.rest`: TF Serving's REST predict JSON (row and columnar) to arrays and back.
+- `lmpipe.serving.emulator` (for tests, apart from what an export needs): `compat`, a fresh
+  process that loads an export as TF Serving does (TF1 loader, `session.run` by tensor names,
+  strict request dtypes) and replays its warmup records; `rest`, TF Serving's REST predict
+  JSON (row and columnar) to arrays and back. Its names are re-exported here.
 """
 
 from lmpipe.datasets.packing import pack_texts, truncate_longest_first
-from lmpipe.serving.compat import (
+from lmpipe.serving.emulator.compat import (
     ServingError,
     ServingProcess,
     read_signature_defs,
     replay_warmup,
     run_tf1_loader,
 )
+from lmpipe.serving.emulator.rest import RestRequestError, outputs_to_rest, rest_to_inputs
 from lmpipe.serving.export import (
     SERVE_TEXT,
     SERVE_TEXT_PAIR,
@@ -26,7 +28,6 @@ from lmpipe.serving.export import (
     export_saved_model,
     saveable_variables,
 )
-from lmpipe.serving.rest import RestRequestError, outputs_to_rest, rest_to_inputs
 from lmpipe.serving.text_export import export_text_function
 from lmpipe.serving.warmup import read_warmup_requests
 

@@ -6,7 +6,7 @@ dict of batch-major tensors (strings allowed) comes out. Tokenization, the model
 decoding loop run inside the graph, so a TF Serving client sends raw text.
 
 What makes such an export loadable by TF Serving's TF1 loader (the tests reproduce it with
-`lmpipe.serving.compat.ServingProcess`):
+`lmpipe.serving.emulator.compat.ServingProcess`):
 - `module` tracks the model's variables as plain `tf.Variable`s
   (`module.model_variables = saveable_variables(model.variables)`), never the Keras model
   itself (see `lmpipe.serving.export.saveable_variables`), and every lookup table the function

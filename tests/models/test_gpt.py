@@ -6,8 +6,8 @@ import pytest
 import tensorflow as tf
 
 from lmpipe.models.bert import count_parameters
-from lmpipe.models.generation import filter_logits, generate
 from lmpipe.models.gpt import GptCausalLM, GptConfig, gpt
+from lmpipe.models.samplers import TopKSampler, TopPSampler, generate
 
 VOCAB = 61
 
@@ -57,10 +57,10 @@ def test_cached_greedy_generation_equals_running_the_full_model_again(model):
         sequence = real_prompt(row)
         for step in range(6):
             logits = full_logits(model, sequence)[-1]
-            np.testing.assert_allclose(out["logits"][row, step], logits, atol=1e-4)
+            np.testing.assert_allclose(out.logits[row, step], logits, atol=1e-4)
             sequence.append(int(np.argmax(logits)))
-        assert out["token_ids"][row].numpy().tolist() == sequence[-6:]
-    assert np.all(out["padding_mask"].numpy() == 1)
+        assert out.token_ids[row].numpy().tolist() == sequence[-6:]
+    assert np.all(out.padding_mask.numpy() == 1)
 
 
 @pytest.mark.parametrize("strategy", ["top_k", "top_p"])
@@ -69,11 +69,11 @@ def test_sampled_steps_see_the_logits_of_the_full_model(model, strategy):
         model, PROMPTS, MASKS, max_new_tokens=5, strategy=strategy, k=5, seed=3, return_logits=True
     )
     for row in range(len(PROMPTS)):
-        sequence = real_prompt(row) + out["token_ids"][row].numpy().tolist()
+        sequence = real_prompt(row) + out.token_ids[row].numpy().tolist()
         logits = full_logits(model, sequence)
         prompt_length = len(real_prompt(row))
         np.testing.assert_allclose(
-            out["logits"][row], logits[prompt_length - 1 : prompt_length + 4], atol=1e-4
+            out.logits[row], logits[prompt_length - 1 : prompt_length + 4], atol=1e-4
         )
 
 
@@ -93,7 +93,7 @@ def test_top_k_never_emits_a_token_outside_the_k_best(model):
         seed=1,
         return_logits=True,
     )
-    logits, tokens = out["logits"].numpy(), out["token_ids"].numpy()
+    logits, tokens = out.logits.numpy(), out.token_ids.numpy()
     ranks = (logits > np.take_along_axis(logits, tokens[..., None], -1)).sum(-1)
     assert ranks.max() < k
     # With a high temperature the sampler does use more than the best token.
@@ -113,8 +113,8 @@ def test_top_p_never_emits_a_token_outside_the_nucleus(model):
         seed=1,
         return_logits=True,
     )
-    logits = out["logits"].numpy() / 4.0
-    tokens = out["token_ids"].numpy()
+    logits = out.logits.numpy() / 4.0
+    tokens = out.token_ids.numpy()
     probabilities = np.exp(logits - logits.max(-1, keepdims=True))
     probabilities /= probabilities.sum(-1, keepdims=True)
     chosen = np.take_along_axis(probabilities, tokens[..., None], -1)
@@ -126,11 +126,11 @@ def test_top_p_never_emits_a_token_outside_the_nucleus(model):
 
 def test_filter_logits_keeps_exactly_the_nucleus():
     logits = np.log(np.array([[0.5, 0.3, 0.15, 0.05]], np.float32))
-    kept = np.isfinite(filter_logits(logits, "top_p", p=0.8).numpy())
+    kept = np.isfinite(TopPSampler(p=0.8).filter(logits).numpy())
     assert kept.tolist() == [[True, True, False, False]]
-    kept = np.isfinite(filter_logits(logits, "top_p", p=0.81).numpy())
+    kept = np.isfinite(TopPSampler(p=0.81).filter(logits).numpy())
     assert kept.tolist() == [[True, True, True, False]]
-    kept = np.isfinite(filter_logits(logits, "top_k", k=1).numpy())
+    kept = np.isfinite(TopKSampler(k=1).filter(logits).numpy())
     assert kept.tolist() == [[True, False, False, False]]
 
 
@@ -146,24 +146,24 @@ def test_the_same_seed_gives_the_same_samples_and_another_seed_others(model):
             temperature=5.0,
             seed=seed,
         )
-        return out["token_ids"].numpy()
+        return out.token_ids.numpy()
 
     np.testing.assert_array_equal(sample(11), sample(11))
     assert not np.array_equal(sample(11), sample(12))
 
 
 def test_padding_side_does_not_change_the_generated_tokens(model):
-    left = generate(model, PROMPTS, MASKS, max_new_tokens=4)["token_ids"].numpy()
+    left = generate(model, PROMPTS, MASKS, max_new_tokens=4).token_ids.numpy()
     for row in range(len(PROMPTS)):
-        alone = generate(model, [real_prompt(row)], max_new_tokens=4)["token_ids"].numpy()
+        alone = generate(model, [real_prompt(row)], max_new_tokens=4).token_ids.numpy()
         np.testing.assert_array_equal(left[row], alone[0])
 
 
 def test_generation_stops_each_row_at_eos(model):
-    first = generate(model, PROMPTS, MASKS, max_new_tokens=6)["token_ids"].numpy()
+    first = generate(model, PROMPTS, MASKS, max_new_tokens=6).token_ids.numpy()
     eos = int(first[0, 1])  # row 0 emits it at step 1 (or earlier)
     out = generate(model, PROMPTS, MASKS, max_new_tokens=6, eos_id=eos, pad_id=0)
-    tokens, mask = out["token_ids"].numpy(), out["padding_mask"].numpy()
+    tokens, mask = out.token_ids.numpy(), out.padding_mask.numpy()
     for row in range(len(PROMPTS)):
         hits = np.nonzero(first[row] == eos)[0]
         end = hits[0] + 1 if len(hits) else 6
@@ -202,7 +202,7 @@ def test_nothing_but_padding_follows_an_early_eos(eos_prone, strategy):
         pad_id=pad_id,
         seed=4,
     )
-    tokens, mask = out["token_ids"].numpy(), out["padding_mask"].numpy()
+    tokens, mask = out.token_ids.numpy(), out.padding_mask.numpy()
     ends = [np.flatnonzero(row == EOS)[:1] for row in tokens]
     ends = [end[0] if len(end) else steps for end in ends]  # steps: no EOS
     assert sum(end < steps - 1 for end in ends) >= len(tokens) // 2  # most rows end early
@@ -222,7 +222,7 @@ def test_generation_runs_in_a_tf_function_with_unknown_shapes(model):
     )
     eager = generate(model, PROMPTS, MASKS, max_new_tokens=4, strategy="top_p", seed=2)
     traced = function(tf.constant(PROMPTS), tf.constant(MASKS))
-    np.testing.assert_array_equal(traced["token_ids"], eager["token_ids"])
+    np.testing.assert_array_equal(traced.token_ids, eager.token_ids)
 
 
 def test_save_and_load_keep_the_logits(model, tmp_path):

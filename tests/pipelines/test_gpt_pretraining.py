@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from lmpipe.models.generation import generate
 from lmpipe.models.gpt import GptConfig
+from lmpipe.models.samplers import generate
 from lmpipe.pipelines.gpt_pretraining import GptPretraining
 
 SEQ_LEN = 32
@@ -47,7 +47,7 @@ def test_evaluate_reports_loss_and_its_perplexity(trained, comedies):
 
 @pytest.mark.slow
 def test_generate_returns_text_and_the_export_serves_the_same_text(trained, tmp_path):
-    from lmpipe.serving.compat import ServingProcess
+    from lmpipe.serving.emulator.compat import ServingProcess
 
     pipe, _ = trained
     prompts = ["What say you, my lord", "I pray thee"]
@@ -112,7 +112,7 @@ def test_generated_text_ends_at_the_first_sep(eos_prone, strategy):
         **settings,
     )
     ended = 0
-    for text, tokens in zip(texts, out["token_ids"].numpy(), strict=True):
+    for text, tokens in zip(texts, out.token_ids.numpy(), strict=True):
         end = np.flatnonzero(tokens == tokenizer.sep_id)
         end = end[0] if len(end) else steps
         ended += end < steps - 1

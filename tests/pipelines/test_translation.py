@@ -10,8 +10,8 @@ import tensorflow as tf
 from lmpipe.datasets.parallel_text import ParallelCorpus
 from lmpipe.datasets.seq2seq_examples import TARGET_TOKENS
 from lmpipe.datasets.wordpiece import SPECIAL_TOKENS, WordPieceTokenizer
-from lmpipe.models.decoding import beam_search, greedy_search
 from lmpipe.models.rnn_seq2seq import RnnSeq2SeqConfig
+from lmpipe.models.samplers import beam_search, greedy_search
 from lmpipe.models.seq2seq_trainer import Seq2SeqTrainer, label_smoothed_cross_entropy
 from lmpipe.models.transformer import TransformerConfig
 from lmpipe.pipelines.translation import _SPACE_AFTER, _SPACE_BEFORE, Translation
@@ -165,7 +165,7 @@ def test_save_and_load_translate_alike(trained, pairs, tmp_path):
 
 @pytest.mark.slow
 def test_export_serves_the_same_translations_through_the_tf1_loader(trained, pairs, tmp_path):
-    from lmpipe.serving.compat import ServingProcess
+    from lmpipe.serving.emulator.compat import ServingProcess
 
     sources = list(ParallelCorpus.from_tsv(pairs).sources[:3])
     expected = trained.translate(sources, beam_width=2, max_length=8)
@@ -221,9 +221,9 @@ def eos_prone(tokenizer, pairs):
         norm.beta.assign(beta + boost * eos_embedding / (eos_embedding @ eos_embedding))
         widths_met = 0
         for beam_width in (2, 3):
-            hypotheses, _ = beam_search(
+            hypotheses = beam_search(
                 seq2seq, encoder_ids, encoder_mask, beam_width=beam_width, return_all=True, **search
-            )
+            ).token_ids
             early = _early_ends(pipe, hypotheses, search["max_length"])
             widths_met += sum(count > 0 for count in early) >= len(texts) // 2
         if widths_met == 2:
@@ -247,13 +247,15 @@ def test_translations_end_at_the_first_eos(eos_prone, pairs, beam_width):
     length = search["max_length"]
     seq2seq = pipe.model.seq2seq
     if beam_width == 1:
-        best, _ = greedy_search(seq2seq, encoder_ids, encoder_mask, **search)
+        best = greedy_search(seq2seq, encoder_ids, encoder_mask, **search).token_ids
         hypotheses = np.asarray(best)[:, None, :]
     else:
-        best, _ = beam_search(seq2seq, encoder_ids, encoder_mask, beam_width=beam_width, **search)
-        hypotheses, _ = beam_search(
+        best = beam_search(
+            seq2seq, encoder_ids, encoder_mask, beam_width=beam_width, **search
+        ).token_ids
+        hypotheses = beam_search(
             seq2seq, encoder_ids, encoder_mask, beam_width=beam_width, return_all=True, **search
-        )
+        ).token_ids
     # Most verses have a hypothesis that ends early (what the fixture's model is made for).
     assert sum(count > 0 for count in _early_ends(pipe, hypotheses, length)) >= len(texts) // 2
     for tokens in np.asarray(hypotheses).reshape(-1, length):

@@ -3,7 +3,7 @@ import pytest
 import tensorflow as tf
 
 from lmpipe.datasets import TextCorpus
-from lmpipe.datasets.skipgram import split_words
+from lmpipe.datasets.word2vec_vocabulary import split_words
 from lmpipe.datasets.word_similarity import read_word_pairs, unit_vectors
 from lmpipe.layers.word2vec_embedding import Word2VecEmbedding
 from lmpipe.models.word2vec import negative_sampling_loss, sparse_sgd_step
@@ -172,7 +172,7 @@ def test_analogy_evaluation_reports_coverage(trained):
 
 @pytest.mark.slow
 def test_saved_model_serves_vectors_in_a_fresh_tf1_process(trained, tmp_path):
-    from lmpipe.serving.compat import ServingProcess
+    from lmpipe.serving.emulator.compat import ServingProcess
 
     path = trained.export(str(tmp_path / "serving"))
     assert path.endswith("1")

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from lmpipe.models.decoding import Seq2SeqModel, beam_search, greedy_search
 from lmpipe.models.rnn_seq2seq import RnnSeq2SeqConfig, rnn_seq2seq
+from lmpipe.models.samplers import Seq2SeqModel, beam_search, greedy_search
 from lmpipe.models.transformer import TransformerConfig, transformer
 
 VOCABULARY, BOS, EOS, PAD = 5, 1, 2, 0
@@ -90,7 +90,7 @@ def test_beam_as_wide_as_all_sequences_finds_the_exhaustive_best(
 ):
     model = tiny_transformer if family == "transformer" else tiny_rnn
     length, alpha = 3, 0.6
-    ids, scores = beam_search(
+    decoded = beam_search(
         model,
         SOURCE,
         SOURCE_MASK,
@@ -102,6 +102,7 @@ def test_beam_as_wide_as_all_sequences_finds_the_exhaustive_best(
         alpha=alpha,
         return_all=True,
     )
+    ids, scores = decoded.token_ids, decoded.scores
     ids, scores = np.asarray(ids), np.asarray(scores)
     for row in range(len(SOURCE)):
         table = step_log_probs(model, SOURCE[row], SOURCE_MASK[row], length)
@@ -118,10 +119,10 @@ def test_beam_as_wide_as_all_sequences_finds_the_exhaustive_best(
 def test_beam_of_one_without_length_penalty_is_greedy_search(family, tiny_transformer, tiny_rnn):
     model = tiny_transformer if family == "transformer" else tiny_rnn
     settings = dict(bos_id=BOS, eos_id=EOS, max_length=6)
-    greedy_ids, greedy_scores = greedy_search(model, SOURCE, SOURCE_MASK, **settings)
-    beam_ids, beam_scores = beam_search(
-        model, SOURCE, SOURCE_MASK, beam_width=1, length_penalty=None, **settings
-    )
+    decoded = greedy_search(model, SOURCE, SOURCE_MASK, **settings)
+    greedy_ids, greedy_scores = decoded.token_ids, decoded.scores
+    decoded = beam_search(model, SOURCE, SOURCE_MASK, beam_width=1, length_penalty=None, **settings)
+    beam_ids, beam_scores = decoded.token_ids, decoded.scores
     np.testing.assert_array_equal(beam_ids, greedy_ids)
     np.testing.assert_allclose(beam_scores, greedy_scores, atol=1e-5)
 
@@ -130,9 +131,8 @@ def test_beam_of_one_without_length_penalty_is_greedy_search(family, tiny_transf
 def test_greedy_search_matches_recomputing_the_full_prefix(family, tiny_transformer, tiny_rnn):
     model = tiny_transformer if family == "transformer" else tiny_rnn
     length = 6
-    ids, scores = greedy_search(
-        model, SOURCE, SOURCE_MASK, bos_id=BOS, eos_id=EOS, max_length=length
-    )
+    decoded = greedy_search(model, SOURCE, SOURCE_MASK, bos_id=BOS, eos_id=EOS, max_length=length)
+    ids, scores = decoded.token_ids, decoded.scores
     ids = np.asarray(ids)
     decoder_ids = np.concatenate([np.full((2, 1), BOS, "int32"), ids[:, :-1]], axis=1)
     logits = model(
@@ -155,21 +155,23 @@ def test_greedy_search_matches_recomputing_the_full_prefix(family, tiny_transfor
 
 def test_searches_decode_each_sequence_as_if_it_were_alone(tiny_transformer):
     settings = dict(bos_id=BOS, eos_id=EOS, max_length=5)
-    batch_ids, batch_scores = beam_search(tiny_transformer, SOURCE, SOURCE_MASK, **settings)
+    decoded = beam_search(tiny_transformer, SOURCE, SOURCE_MASK, **settings)
+    batch_ids, batch_scores = decoded.token_ids, decoded.scores
     for row in range(2):
         length = SOURCE_MASK[row].sum()
-        ids, scores = beam_search(
+        decoded = beam_search(
             tiny_transformer,
             SOURCE[row : row + 1, :length],
             SOURCE_MASK[row : row + 1, :length],
             **settings,
         )
+        ids, scores = decoded.token_ids, decoded.scores
         np.testing.assert_array_equal(ids[0], batch_ids[row])
         np.testing.assert_allclose(scores[0], batch_scores[row], atol=1e-5)
 
 
 def test_outputs_include_eos_and_are_padded_after_it(tiny_rnn):
-    ids, scores = beam_search(
+    decoded = beam_search(
         tiny_rnn,
         SOURCE,
         SOURCE_MASK,
@@ -180,6 +182,7 @@ def test_outputs_include_eos_and_are_padded_after_it(tiny_rnn):
         pad_id=4,
         return_all=True,
     )
+    ids, scores = decoded.token_ids, decoded.scores
     ids, scores = np.asarray(ids), np.asarray(scores)
     assert ids.shape == (2, 3, 6) and scores.shape == (2, 3)
     assert np.all(np.diff(scores, axis=1) <= 0)  # best first
@@ -198,16 +201,16 @@ def test_search_runs_inside_a_tf_function_with_unknown_batch_and_length(tiny_tra
         ]
     )
     def translate(ids, mask):
-        beam_ids, beam_scores = beam_search(
+        decoded = beam_search(
             tiny_transformer, ids, mask, bos_id=BOS, eos_id=EOS, max_length=5, beam_width=2
         )
-        greedy_ids, _ = greedy_search(
-            tiny_transformer, ids, mask, bos_id=BOS, eos_id=EOS, max_length=5
-        )
+        beam_ids, beam_scores = decoded.token_ids, decoded.scores
+        decoded = greedy_search(tiny_transformer, ids, mask, bos_id=BOS, eos_id=EOS, max_length=5)
+        greedy_ids, _ = decoded.token_ids, decoded.scores
         return beam_ids, beam_scores, greedy_ids
 
     beam_ids, beam_scores, greedy_ids = translate(SOURCE, SOURCE_MASK)
-    eager_ids, eager_scores = beam_search(
+    decoded = beam_search(
         tiny_transformer,
         SOURCE,
         SOURCE_MASK,
@@ -216,6 +219,7 @@ def test_search_runs_inside_a_tf_function_with_unknown_batch_and_length(tiny_tra
         max_length=5,
         beam_width=2,
     )
+    eager_ids, eager_scores = decoded.token_ids, decoded.scores
     np.testing.assert_array_equal(beam_ids, eager_ids)
     np.testing.assert_allclose(beam_scores, eager_scores, atol=1e-5)
     assert greedy_ids.shape == (2, 5)
@@ -254,7 +258,8 @@ class TableDecoder(Seq2SeqModel):
 def table_search(decoder, search, rows, **settings):
     """Run `search` on `decoder` for the automata `rows`, as NumPy arrays."""
     source = np.array([[row, 0] for row in rows], "int32")
-    ids, scores = search(decoder, source, np.ones_like(source), bos_id=BOS, eos_id=EOS, **settings)
+    decoded = search(decoder, source, np.ones_like(source), bos_id=BOS, eos_id=EOS, **settings)
+    ids, scores = decoded.token_ids, decoded.scores
     return np.asarray(ids), np.asarray(scores)
 
 

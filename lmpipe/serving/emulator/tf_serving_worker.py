@@ -1,4 +1,4 @@
-"""The child process of `lmpipe.serving.compat.ServingProcess`: a SavedModel loaded as TF
+"""The child process of `lmpipe.serving.emulator.compat.ServingProcess`: a SavedModel loaded as TF
 Serving loads it, answering predict requests.
 
 `ServingProcess` runs this file's source with `python -c SOURCE EXPORT_DIR LOADER` in an empty

@@ -87,7 +87,7 @@ def rest_to_inputs(body, signature_def):
         body: the JSON body (text, bytes or an already parsed dict), row or columnar format.
         signature_def: the signature's `SignatureDef` proto, a dict `{signature name:
             SignatureDef}` (the body's `signature_name` picks one; see
-            `lmpipe.serving.compat.read_signature_defs`), or a dict `{input name: dtype}`.
+            `lmpipe.serving.emulator.compat.read_signature_defs`), or a dict `{input name: dtype}`.
 
     Returns:
         `{input name: numpy array}` with the signature's dtypes (strings as an object array of

@@ -9,7 +9,7 @@ loading and request path with the pieces it is made of:
   the server's C++ loader does), checks every request against the signature's `SignatureDef`
   as the server does (input names; dtypes strictly: int64 values for an int32 input are an
   error, not a cast) and runs it with `session.run` on the signature's tensor names.
-- `ServingProcess.predict_rest`: a REST predict body through `lmpipe.serving.rest` (TF
+- `ServingProcess.predict_rest`: a REST predict body through `lmpipe.serving.emulator.rest` (TF
   Serving's documented JSON API) and the same process.
 - `replay_warmup`: every request of `assets.extra/tf_serving_warmup_requests` through that
   process, as the server replays them before serving a version.
@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 
-from lmpipe.serving import rest
+from lmpipe.serving.emulator import rest
 from lmpipe.serving.warmup import read_warmup_requests, request_inputs
 
 LOADERS = ("tf1", "tf2")
@@ -75,7 +75,7 @@ class ServingProcess:
             raise ValueError(f"{self.export_dir} is not a SavedModel (no saved_model.pb).")
         self.loader = loader
         source = (
-            importlib.resources.files("lmpipe.serving")
+            importlib.resources.files("lmpipe.serving.emulator")
             .joinpath("tf_serving_worker.py")
             .read_text(encoding="utf-8")
         )
@@ -128,7 +128,7 @@ class ServingProcess:
     def predict_rest(self, body):
         """A REST predict request body (JSON text or dict) -> the JSON response, as a dict.
 
-        The body is translated with `lmpipe.serving.rest.rest_to_inputs` against this
+        The body is translated with `lmpipe.serving.emulator.rest.rest_to_inputs` against this
         process' signatures, run with `predict`, and the outputs laid out as the server does
         (`{"predictions": ...}` for rows, `{"outputs": ...}` for columns).
         """

@@ -5,25 +5,24 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from lmpipe.datasets.skipgram import (
-    Vocabulary,
+from lmpipe.datasets.word2vec_examples import (
     alias_table,
     cbow_examples,
     negative_samples,
     reduced_windows,
     sentence_word_ids,
     skipgram_pairs,
-    split_words,
     subsample,
     word2vec_examples,
 )
+from lmpipe.datasets.word2vec_vocabulary import Word2VecVocabulary, split_words
 
 SEED = tf.constant([3, 4], tf.int64)
 
 
 @pytest.fixture(scope="module")
 def comedy_vocabulary(comedies):
-    return Vocabulary.learn(comedies, min_count=5)
+    return Word2VecVocabulary.learn(comedies, min_count=5)
 
 
 def test_words_are_lowercased_runs_of_letters_digits_and_inner_apostrophes():
@@ -38,7 +37,7 @@ def test_words_are_lowercased_runs_of_letters_digits_and_inner_apostrophes():
 
 
 def test_vocabulary_counts_match_a_python_count_and_sort_by_count(comedies):
-    vocabulary = Vocabulary.learn(comedies, min_count=3)
+    vocabulary = Word2VecVocabulary.learn(comedies, min_count=3)
     expected = collections.Counter()
     for document in comedies.iter_documents():
         for words in split_words(tf.constant(document)).to_list():
@@ -52,7 +51,7 @@ def test_vocabulary_counts_match_a_python_count_and_sort_by_count(comedies):
 
 def test_vocabulary_save_load_round_trip(comedy_vocabulary, tmp_path):
     comedy_vocabulary.save(str(tmp_path / "vocab.tsv"))
-    loaded = Vocabulary.load(str(tmp_path / "vocab.tsv"))
+    loaded = Word2VecVocabulary.load(str(tmp_path / "vocab.tsv"))
     assert loaded.words == comedy_vocabulary.words
     assert np.array_equal(loaded.counts, comedy_vocabulary.counts)
     assert (loaded.total_words, loaded.min_count) == (comedy_vocabulary.total_words, 5)
@@ -60,7 +59,7 @@ def test_vocabulary_save_load_round_trip(comedy_vocabulary, tmp_path):
 
 def test_min_count_above_every_count_names_min_count_and_the_count():
     with pytest.raises(ValueError, match=r"min_count=4.*most frequent occurs 3 times"):
-        Vocabulary.from_counts({"a": 3, "b": 1}, min_count=4)
+        Word2VecVocabulary.from_counts({"a": 3, "b": 1}, min_count=4)
 
 
 def test_subsampling_keep_rates_follow_the_reference_formula(comedies, comedy_vocabulary):

@@ -1,0 +1,93 @@
+"""The one training loss: the masked mean over the global batch, and its trackers."""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import keras
+import numpy as np
+
+from lmpipe.models.losses import masked_cross_entropy, masked_mean
+
+RNG = np.random.default_rng(0)
+LOGITS = RNG.normal(size=(4, 5, 7)).astype("float32")
+TARGETS = RNG.integers(0, 7, size=(4, 5))
+WEIGHTS = np.array([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0], [1, 0, 0, 0, 0], [0, 0, 0, 0, 0]], "float32")
+
+
+def reference(targets, logits, weights):
+    """Cross-entropy by hand: mean of -log softmax(logits)[target] over the weighted tokens."""
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    log_probs = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    picked = np.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]
+    return float(-(picked * weights).sum() / max(weights.sum(), 1.0))
+
+
+def test_masked_cross_entropy_is_the_mean_over_the_real_tokens_and_feeds_its_trackers():
+    loss_tracker = keras.metrics.Mean(name="loss")
+    accuracy_tracker = keras.metrics.Mean(name="accuracy")
+    loss = masked_cross_entropy(TARGETS, LOGITS, WEIGHTS, loss_tracker, accuracy_tracker)
+    expected = reference(TARGETS, LOGITS, WEIGHTS)
+    np.testing.assert_allclose(float(loss), expected, rtol=1e-5)
+    np.testing.assert_allclose(float(loss_tracker.result()), expected, rtol=1e-5)
+    correct = (LOGITS.argmax(-1) == TARGETS) * WEIGHTS
+    np.testing.assert_allclose(float(accuracy_tracker.result()), correct.sum() / WEIGHTS.sum())
+    # No real token: a loss of 0, not NaN.
+    assert float(masked_cross_entropy(TARGETS, LOGITS, np.zeros_like(WEIGHTS))) == 0.0
+
+
+def test_the_tracker_can_report_another_quantity_than_the_loss():
+    tracker = keras.metrics.Mean()
+    per_token = np.full((2, 3), 4.0, "float32")
+    reported = np.full((2, 3), 1.5, "float32")
+    loss = masked_mean(per_token, np.ones((2, 3)), tracker, tracked=reported)
+    assert float(loss) == 4.0 and float(tracker.result()) == 1.5
+
+
+REPLICAS_SCRIPT = """
+import numpy as np
+import tensorflow as tf
+
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import keras
+
+from lmpipe.models.losses import masked_cross_entropy
+from tests.models.test_losses import LOGITS, TARGETS, WEIGHTS, reference
+
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+with strategy.scope():
+    tracker = keras.metrics.Mean()
+dataset = tf.data.Dataset.from_tensors((TARGETS, LOGITS, WEIGHTS))
+batch = next(iter(strategy.experimental_distribute_dataset(dataset.unbatch().batch(4))))
+
+
+@tf.function
+def step(targets, logits, weights):
+    return masked_cross_entropy(targets, logits, weights, tracker)
+
+
+losses = strategy.run(step, args=batch)
+total = float(strategy.reduce("SUM", losses, axis=None))
+# Replica 0 got rows 0-1 (7 real tokens), replica 1 rows 2-3 (1): the replicas' losses add up
+# to the mean over the 8 real tokens of the global batch, as does the tracker.
+expected = reference(TARGETS, LOGITS, WEIGHTS)
+np.testing.assert_allclose(total, expected, rtol=1e-5)
+np.testing.assert_allclose(float(tracker.result()), expected, rtol=1e-5)
+print("OK")
+"""
+
+
+def test_replica_losses_add_up_to_the_global_masked_mean():
+    root = pathlib.Path(__file__).resolve().parents[2]
+    environment = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run(
+        [sys.executable, "-c", REPLICAS_SCRIPT],
+        cwd=root,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0 and "OK" in result.stdout, result.stderr[-3000:]
