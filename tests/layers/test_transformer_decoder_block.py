@@ -150,6 +150,8 @@ def test_check_layer_cached_step_returns_output_and_both_caches(tmp_path):
         inputs,
         call_kwargs=call_kwargs,
         expected_output_shape=(BATCH, 1, HIDDEN),
+        # Decoding, not training: the cache update (XlaDynamicUpdateSlice) has no gradient.
+        run_training_step=False,
     )
     # check_layer's .keras round trip compares structures strictly, and Keras restores a
     # functional model's tuple of outputs as a list: do that round trip here.

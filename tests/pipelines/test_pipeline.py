@@ -1,0 +1,93 @@
+"""The `Pipeline` base: one loader for every family, checks before any data is read, seeding
+that leaves the caller's random state alone, and validation during `fit`."""
+
+import json
+import random
+
+import keras
+import numpy as np
+import pytest
+
+from lmpipe import pipelines
+from lmpipe.datasets.wordpiece import WordPieceTokenizer
+from lmpipe.models.gpt import GptConfig
+from lmpipe.pipelines.saved_pipeline import PIPELINE_FILE
+from lmpipe.pipelines.training import seeded
+from tests.pipelines.test_training_options import Untouchable
+
+VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "to", "be", "or", "not", "."]
+
+
+def gpt_pipeline(seed=1):
+    tokenizer = WordPieceTokenizer(VOCABULARY)
+    config = GptConfig.tiny(vocabulary_size=len(VOCABULARY), hidden_dim=8, num_heads=2)
+    return pipelines.GptPretraining(tokenizer, config, seq_len=8, seed=seed)
+
+
+def saved(tmp_path):
+    pipe = gpt_pipeline()
+    pipe.model = pipe.build_model()
+    pipe.model({"token_ids": np.zeros([1, 8], np.int32), "padding_mask": np.ones([1, 8], np.int32)})
+    pipe.save(str(tmp_path))
+    return pipe
+
+
+def test_one_loader_reads_the_family_and_refuses_what_it_cannot_load(tmp_path):
+    pipe = saved(tmp_path)
+    loaded = pipelines.load(str(tmp_path))
+    assert type(loaded) is pipelines.GptPretraining and loaded.options == pipe.options
+    assert loaded.config == pipe.config
+    description = json.loads((tmp_path / PIPELINE_FILE).read_text())
+    assert description["pipeline"] == "GptPretraining"
+    assert description["options"] == {"seed": 1, "seq_len": 8, "group_size": 64}
+    for change, message in (
+        ({"pipeline": "LlamaPretraining"}, "describes a 'LlamaPretraining' pipeline"),
+        ({"options": {**description["options"], "colour": 1}}, "unknown option.*colour"),
+        ({"config": {**description["config"], "class": "Nope"}}, "unknown model configuration"),
+        ({"options": {**description["options"], "seq_len": 0}}, "seq_len"),
+    ):
+        (tmp_path / PIPELINE_FILE).write_text(json.dumps({**description, **change}))
+        with pytest.raises(ValueError, match=message):
+            pipelines.load(str(tmp_path))
+
+
+def test_fit_checks_its_arguments_before_reading_any_data():
+    pipe = gpt_pipeline()
+    for arguments, message in (
+        ({"batch_size": 0}, "batch_size"),
+        ({"epochs": 1.5}, "epochs"),
+        ({"steps_per_epoch": -1}, "steps_per_epoch"),
+        ({"learning_rate": float("nan")}, "learning_rate"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            pipe.fit(Untouchable(), **arguments)
+    with pytest.raises(ValueError, match="batch_size"):
+        pipe.evaluate(Untouchable(), batch_size=0)
+
+
+def test_seeded_builds_the_same_weights_and_gives_the_caller_its_random_state_back():
+    def weights(seed):
+        with seeded(seed):
+            layer = keras.layers.Dense(4)
+            layer.build((None, 3))
+        return layer.kernel.numpy()
+
+    random.seed(5)
+    expected = random.random()
+    random.seed(5)
+    first = weights(1)
+    assert random.random() == expected  # the caller's sequence goes on as if untouched
+    np.testing.assert_array_equal(weights(1), first)
+    assert not np.array_equal(weights(2), first)
+
+
+def test_validation_data_is_evaluated_at_every_epoch(comedies, bert_tokenizer):
+    config = GptConfig.tiny(vocabulary_size=bert_tokenizer.vocabulary_size, hidden_dim=16)
+    pipe = pipelines.GptPretraining(bert_tokenizer, config, seq_len=16, seed=0)
+    history = pipe.fit(
+        comedies, batch_size=4, epochs=2, steps_per_epoch=2, validation=comedies, verbose=0
+    )
+    losses = history.history["val_next_token_loss"]
+    assert len(losses) == 2 and all(np.isfinite(losses))
+    results = pipe.evaluate(comedies, batch_size=4)  # one pass, as validation runs it
+    assert results["next_token_loss"] == pytest.approx(losses[-1], rel=1e-5)
