@@ -25,6 +25,7 @@ pipeline reads its own shard.
 
 import tensorflow as tf
 
+from lmpipe.arguments import check_number, check_positive_int, check_seed
 from lmpipe.datasets.sharding import pipeline_position
 from lmpipe.datasets.shuffling import by_epoch, window_shuffle
 
@@ -35,16 +36,7 @@ BACKWARD_LABELS = ("previous_ids", "previous_weights")
 
 def check_causal_sequence_length(seq_len):
     """Raise unless `seq_len` is an int of at least 2 (one token and the one it predicts)."""
-    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 2:
-        raise ValueError(
-            "`seq_len` must be an integer of at least 2 (a token and the next one it "
-            f"predicts), got seq_len={seq_len!r}."
-        )
-
-
-def _check_positive(name, value):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"`{name}` must be a positive integer, got {name}={value!r}.")
+    check_number("seq_len", seq_len, minimum=2, integer=True)
 
 
 def token_stream(tokenizer, documents):
@@ -147,11 +139,10 @@ def causal_lm_examples(
     ([1.0, 1.0, 0.0, 0.0, 0.0], [1, 1, 1, 0, 0])
     """
     check_causal_sequence_length(seq_len)
-    _check_positive("batch_size", batch_size)
-    _check_positive("group_size", group_size)
-    _check_positive("shuffle_window", shuffle_window)
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"`seed` must be an int, got seed={seed!r}.")
+    check_positive_int("batch_size", batch_size)
+    check_positive_int("group_size", group_size)
+    check_positive_int("shuffle_window", shuffle_window)
+    check_seed(seed)
     _, pipeline_id = pipeline_position(input_context)
     if hasattr(corpus, "check_tokenizer"):
         corpus.check_tokenizer(tokenizer)

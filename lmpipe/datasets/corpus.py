@@ -21,6 +21,7 @@ import json
 
 import tensorflow as tf
 
+from lmpipe.arguments import check_number, check_positive_int
 from lmpipe.datasets.corpus_reading import (
     LINES_PER_BLOCK,
     as_document,
@@ -155,15 +156,7 @@ class TextCorpus:
             )
         if not isinstance(text_field, str) or not text_field:
             raise ValueError(f"`text_field` must be a non-empty string, got {text_field!r}.")
-        if (
-            isinstance(max_line_bytes, bool)
-            or not isinstance(max_line_bytes, int)
-            or max_line_bytes < 1
-        ):
-            raise ValueError(
-                "`max_line_bytes` must be a positive integer, got "
-                f"max_line_bytes={max_line_bytes!r}."
-            )
+        check_positive_int("max_line_bytes", max_line_bytes)
         files = expand_patterns(patterns)
         file_format = resolve_format(format, files)
         stats = [
@@ -316,8 +309,7 @@ class TextCorpus:
             A `tf.data.Dataset` with element spec `tf.TensorSpec([None], tf.string)`.
         """
         num_pipelines, pipeline_id = pipeline_position(input_context)
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-            raise ValueError(f"`seed` must be an int or None, got seed={seed!r}.")
+        check_number("seed", seed, integer=True, none=True)
         if self._documents is not None:
             documents = tf.data.Dataset.from_tensor_slices(self._ragged_documents())
             if num_pipelines > 1:

@@ -5,6 +5,7 @@ import dataclasses
 
 import numpy as np
 
+from lmpipe.arguments import check_number, check_positive_int, check_seed
 from lmpipe.datasets.corpus import TextCorpus
 
 
@@ -96,13 +97,10 @@ def shakespeare_genres(
     genres = tuple(genres)
     if len(genres) < 2 or len(set(genres)) != len(genres):
         raise ValueError(f"`genres` must name at least two different genres, got {genres!r}.")
-    for name, value in (("min_words", min_words), ("sentences_per_example", sentences_per_example)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"`{name}` must be a positive integer, got {name}={value!r}.")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"`seed` must be an int, got seed={seed!r}.")
-    if not 0.0 < test_fraction < 1.0:
-        raise ValueError(f"`test_fraction` must be in (0, 1), got {test_fraction!r}.")
+    check_positive_int("min_words", min_words)
+    check_positive_int("sentences_per_example", sentences_per_example)
+    check_seed(seed)
+    check_number("test_fraction", test_fraction, above=0, below=1)
     corpus = TextCorpus.shakespeare(genres=list(genres))  # checks the genre names
 
     examples = collections.defaultdict(list)  # play -> [text, ...]

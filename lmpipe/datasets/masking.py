@@ -18,7 +18,7 @@ The selection is BERT's `create_masked_lm_predictions` (google-research/bert,
 import numpy as np
 import tensorflow as tf
 
-from lmpipe.arguments import check_number
+from lmpipe.arguments import check_bool, check_number, check_positive_int
 
 _PHILOX = 1  # RNG_ALG_PHILOX, tensorflow/core/framework/rng_alg.h
 _SCRAMBLE_KEY = 0x02461E293EC8F720  # the key TensorFlow scrambles seeds with for Philox
@@ -55,11 +55,6 @@ class _RandomStreams:
             minval=tf.constant(0),
             maxval=tf.constant(tf.int32.max),
         )
-
-
-def _check_int(name, value, low):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"`{name}` must be an integer >= {low}, got {name}={value!r}.")
 
 
 def _check_token_ids(name, values, vocabulary_size):
@@ -178,8 +173,8 @@ class MaskedLMMasker:
         max_ngram=1,
         pad_token_id=0,
     ):
-        _check_int("vocabulary_size", vocabulary_size, 1)
-        _check_int("mask_token_id", mask_token_id, 0)
+        check_positive_int("vocabulary_size", vocabulary_size)
+        check_number("mask_token_id", mask_token_id, minimum=0, integer=True)
         if mask_token_id >= vocabulary_size:
             raise ValueError(
                 f"`mask_token_id` must be a token id in [0, vocabulary_size={vocabulary_size}), "
@@ -204,10 +199,9 @@ class MaskedLMMasker:
                 "`mask_token_rate + random_token_rate` must be at most 1, got "
                 f"mask_token_rate={mask_token_rate!r}, random_token_rate={random_token_rate!r}."
             )
-        _check_int("max_predictions", max_predictions, 1)
-        _check_int("max_ngram", max_ngram, 1)
-        if not isinstance(whole_word, bool):
-            raise ValueError(f"`whole_word` must be True or False, got whole_word={whole_word!r}.")
+        check_positive_int("max_predictions", max_predictions)
+        check_positive_int("max_ngram", max_ngram)
+        check_bool("whole_word", whole_word)
         if whole_word and continuation_mask is None:
             raise ValueError(
                 "`continuation_mask` is required with whole_word=True: a bool vector over the "

@@ -8,10 +8,10 @@ Shared by the pretraining examples, the fine-tuning pipeline and the serving sig
 that a text is packed the same way in training and in serving.
 """
 
-import numbers
-
 import tensorflow as tf
 import tensorflow_text as tf_text
+
+from lmpipe.arguments import check_number
 
 LAYOUTS = ("bert", "xlnet", "causal")
 
@@ -36,7 +36,8 @@ def check_sequence_length(seq_len, segments=1, max_length=None, limit="the model
         limit: what sets `max_length`, for the message.
     """
     minimum = min_sequence_length(segments)
-    if isinstance(seq_len, bool) or not isinstance(seq_len, numbers.Integral) or seq_len < minimum:
+    check_number("seq_len", seq_len, integer=True)
+    if seq_len < minimum:
         what = "a text" if segments == 1 else "a pair"
         raise ValueError(
             f"`seq_len` must be at least {minimum} for {what} (an integer: {segments + 1} "

@@ -12,6 +12,7 @@ import os
 
 import tensorflow as tf
 
+from lmpipe.arguments import check_seed
 from lmpipe.datasets.bible import BIBLE_SOURCE, BIBLE_TARGET, read_bible
 from lmpipe.datasets.sharding import pipeline_position
 
@@ -182,8 +183,7 @@ class ParallelCorpus:
         Raises:
             ValueError: `held_out` leaves either part empty.
         """
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise ValueError(f"`seed` must be an int, got seed={seed!r}.")
+        check_seed(seed)
         if isinstance(held_out, bool) or not isinstance(held_out, (int, float)):
             raise ValueError(f"`held_out` must be a fraction or a count, got {held_out!r}.")
         if isinstance(held_out, float):

@@ -28,18 +28,13 @@ order is sampled inside each part, as XLNet's `_convert_example` does.
 import numpy as np
 import tensorflow as tf
 
-from lmpipe.arguments import check_number
+from lmpipe.arguments import check_number, check_positive_int
 
 _SPAN_LENGTHS, _GAPS, _BUDGET, _ORDER = 0, 1, 2, 3  # the random streams
 # Mean cycles (span plus gap) laid out before the first word, so that the first words are
 # targets as often as the others.
 _BURN_IN_CYCLES = 8
 MAX_SEQ_LEN = 2**14
-
-
-def _check_int(name, value, low):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"`{name}` must be an integer >= {low}, got {name}={value!r}.")
 
 
 def _uniform(shape, seed, stream):
@@ -137,29 +132,36 @@ class PermutationLM:
         perm_size=None,
         reuse_len=None,
     ):
-        _check_int("seq_len", seq_len, 1)
+        check_positive_int("seq_len", seq_len)
         if seq_len > MAX_SEQ_LEN:
             raise ValueError(
                 f"`seq_len` must be at most {MAX_SEQ_LEN} (the order keys are 64-bit), got "
                 f"seq_len={seq_len!r}."
             )
-        _check_int("max_predictions", max_predictions, 1)
+        check_positive_int("max_predictions", max_predictions)
         if max_predictions > seq_len:
             raise ValueError(
                 f"`max_predictions` must be at most seq_len={seq_len} (one target per "
                 f"position), got max_predictions={max_predictions!r}."
             )
         check_number("mask_alpha", mask_alpha, minimum=2)  # one word in mask_alpha predicted
-        _check_int("max_span", max_span, 1)
+        # Inline to keep the wording "an integer >= 1", which the tests match
+        # (check_positive_int says "a positive integer").
+        if (
+            isinstance(max_span, bool)
+            or not isinstance(max_span, (int, np.integer))
+            or max_span < 1
+        ):
+            raise ValueError(f"`max_span` must be an integer >= 1, got max_span={max_span!r}.")
         if reuse_len is not None:
-            _check_int("reuse_len", reuse_len, 0)
+            check_number("reuse_len", reuse_len, minimum=0, integer=True)
             if reuse_len >= seq_len:
                 raise ValueError(
                     f"`reuse_len` must be smaller than seq_len={seq_len}, got "
                     f"reuse_len={reuse_len!r}."
                 )
         if perm_size is not None:
-            _check_int("perm_size", perm_size, 1)
+            check_positive_int("perm_size", perm_size)
             if seq_len % perm_size:
                 raise ValueError(
                     f"`perm_size` must divide seq_len={seq_len} (the order is permuted in "

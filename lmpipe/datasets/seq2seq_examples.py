@@ -18,6 +18,7 @@ import logging
 import numpy as np
 import tensorflow as tf
 
+from lmpipe.arguments import check_number, check_positive_int, check_seed
 from lmpipe.datasets.parallel_text import ParallelCorpus
 from lmpipe.datasets.sharding import pipeline_position
 from lmpipe.datasets.shuffling import by_epoch, window_shuffle
@@ -184,10 +185,8 @@ def seq2seq_examples(
     """
     if not isinstance(corpus, ParallelCorpus):
         raise ValueError(f"`corpus` must be a ParallelCorpus, got {type(corpus).__name__}.")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"`batch_size` must be a positive integer, got {batch_size!r}.")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"`seed` must be an int, got seed={seed!r}.")
+    check_positive_int("batch_size", batch_size)
+    check_seed(seed)
     _check_lengths(max_source_len, max_target_len)
     bos_id, eos_id = target_token_ids(target_tokenizer)
     longest = max(max_source_len, max_target_len)
@@ -201,12 +200,7 @@ def seq2seq_examples(
             "`bucket_boundaries` must be strictly ascending positive lengths, got "
             f"{bucket_boundaries!r}."
         )
-    if shuffle_window is not None and (
-        isinstance(shuffle_window, bool)
-        or not isinstance(shuffle_window, int)
-        or shuffle_window < 1
-    ):
-        raise ValueError(f"`shuffle_window` must be a positive integer, got {shuffle_window!r}.")
+    check_positive_int("shuffle_window", shuffle_window, none=True)
     if check:
         check_lengths(
             corpus, source_tokenizer, target_tokenizer, max_source_len, max_target_len, truncate
@@ -249,12 +243,9 @@ def seq2seq_examples(
 
 
 def _check_lengths(max_source_len, max_target_len):
-    for name, value, smallest in (
-        ("max_source_len", max_source_len, 1),
-        ("max_target_len", max_target_len, 2),
-    ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < smallest:
-            raise ValueError(f"`{name}` must be an integer >= {smallest}, got {name}={value!r}.")
+    check_positive_int("max_source_len", max_source_len)
+    # A decoder sequence holds at least [BOS] (or [EOS]) and one token.
+    check_number("max_target_len", max_target_len, minimum=2, integer=True)
 
 
 def _with_masks(example):

@@ -8,6 +8,8 @@ the epoch or window index, so the same seed gives the same order in any process.
 
 import tensorflow as tf
 
+from lmpipe.arguments import check_positive_int
+
 
 def _key(seed, *indices):
     """A `[2]` int64 stateless key from an int (or `[2]` tensor) seed and integer indices."""
@@ -50,10 +52,7 @@ def window_shuffle(dataset, window_size, seed):
     >>> sorted(values[:3]), sorted(values[3:])
     ([0, 1, 2], [3, 4, 5])
     """
-    if isinstance(window_size, bool) or not isinstance(window_size, int) or window_size < 1:
-        raise ValueError(
-            f"`window_size` must be a positive integer, got window_size={window_size!r}."
-        )
+    check_positive_int("window_size", window_size)
     if window_size == 1:
         return dataset
 
@@ -91,9 +90,6 @@ def by_epoch(make_epoch, epochs=None):
     >>> [int(x) for x in ds]
     [0, 1, 10, 11]
     """
-    if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, int)):
-        raise ValueError(f"`epochs` must be a positive integer or None, got epochs={epochs!r}.")
-    if epochs is not None and epochs < 1:
-        raise ValueError(f"`epochs` must be a positive integer or None, got epochs={epochs!r}.")
+    check_positive_int("epochs", epochs, none=True)
     epoch_numbers = tf.data.Dataset.counter() if epochs is None else tf.data.Dataset.range(epochs)
     return epoch_numbers.flat_map(make_epoch)

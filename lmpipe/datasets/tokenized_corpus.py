@@ -13,6 +13,7 @@ import os
 
 import tensorflow as tf
 
+from lmpipe.arguments import check_positive_int
 from lmpipe.datasets.sharding import read_sharded
 
 CORPUS_FILE = "corpus.json"
@@ -51,8 +52,7 @@ def write_tokenized_corpus(corpus, tokenizer, directory, num_shards=1, batch_siz
     Returns:
         A `TokenizedCorpus` reading the written files.
     """
-    if isinstance(num_shards, bool) or not isinstance(num_shards, int) or num_shards < 1:
-        raise ValueError(f"`num_shards` must be a positive integer, got {num_shards!r}.")
+    check_positive_int("num_shards", num_shards)
     tf.io.gfile.makedirs(directory)
     paths = [
         os.path.join(directory, f"documents-{index:05d}-of-{num_shards:05d}.tfrecord")

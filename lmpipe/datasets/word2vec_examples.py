@@ -30,6 +30,7 @@ so the same seed gives the same examples in any process.
 import numpy as np
 import tensorflow as tf
 
+from lmpipe.arguments import check_number, check_positive_int
 from lmpipe.datasets.sharding import pipeline_position
 from lmpipe.datasets.word2vec_vocabulary import corpus_sentences, split_words
 
@@ -167,11 +168,9 @@ def check_word2vec_options(method, window, negative, sample):
     """Raise a ValueError naming the first bad option."""
     if method not in METHODS:
         raise ValueError(f"`method` must be one of {METHODS}, got method={method!r}.")
-    for name, value in (("window", window), ("negative", negative)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"`{name}` must be a positive integer, got {name}={value!r}.")
-    if isinstance(sample, bool) or not isinstance(sample, (int, float)) or not 0 <= sample < 1:
-        raise ValueError(f"`sample` must be a number in [0, 1), got sample={sample!r}.")
+    check_positive_int("window", window)
+    check_positive_int("negative", negative)
+    check_number("sample", sample, minimum=0, below=1)
 
 
 def sentence_word_ids(
@@ -246,15 +245,7 @@ def word2vec_examples(
         it counts the words processed, the measure of progress the learning rate decays with.
     """
     check_word2vec_options(method, window, negative, sample)
-    if examples_per_batch is not None and (
-        isinstance(examples_per_batch, bool)
-        or not isinstance(examples_per_batch, int)
-        or examples_per_batch < 1
-    ):
-        raise ValueError(
-            "`examples_per_batch` must be None or a positive integer, got "
-            f"examples_per_batch={examples_per_batch!r}."
-        )
+    check_positive_int("examples_per_batch", examples_per_batch, none=True)
     _, pipeline_id = pipeline_position(input_context)
     keep = tf.constant(vocabulary.keep_probabilities(sample), tf.float64)
     noise_table = tuple(tf.constant(x) for x in alias_table(vocabulary.noise_distribution()))

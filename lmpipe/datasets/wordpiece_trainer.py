@@ -6,6 +6,7 @@ import collections
 import tensorflow as tf
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib
 
+from lmpipe.arguments import check_bool, check_number, check_positive_int
 from lmpipe.datasets.wordpiece import _SUFFIX, MIN_LEARNED_TOKENS, SPECIAL_TOKENS, _split_words
 
 
@@ -22,8 +23,7 @@ def learn_vocabulary(
     """The tokens of a WordPiece vocabulary learned from `corpus`, in id order: the five
     special tokens, `reserved_tokens`, then what the learner keeps (see
     `WordPieceTokenizer.train` for the arguments and the algorithm)."""
-    if not isinstance(lower_case, bool):
-        raise ValueError(f"`lower_case` must be True or False, got lower_case={lower_case!r}.")
+    check_bool("lower_case", lower_case)
     if isinstance(reserved_tokens, str):
         raise ValueError(
             f"`reserved_tokens` must be a list of tokens, got reserved_tokens={reserved_tokens!r}."
@@ -39,19 +39,16 @@ def learn_vocabulary(
             raise ValueError(f"`reserved_tokens` repeats {token!r}.")
         reserved.append(token)
     minimum = len(reserved) + MIN_LEARNED_TOKENS
-    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < minimum:
+    check_number("vocab_size", vocab_size, integer=True)
+    if vocab_size < minimum:
         raise ValueError(
             f"`vocab_size` must be an integer >= {minimum} (the {len(reserved)} reserved "
             f"tokens plus at least {MIN_LEARNED_TOKENS} learned ones), got "
             f"vocab_size={vocab_size!r}."
         )
-    for arg_name, value in [
-        ("max_unique_chars", max_unique_chars),
-        ("max_token_length", max_token_length),
-        ("batch_size", batch_size),
-    ]:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"`{arg_name}` must be a positive integer, got {arg_name}={value!r}.")
+    check_positive_int("max_unique_chars", max_unique_chars)
+    check_positive_int("max_token_length", max_token_length)
+    check_positive_int("batch_size", batch_size)
     params = {"lower_thresh": 1}
     allowed = {
         "upper_thresh",

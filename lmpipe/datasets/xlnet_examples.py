@@ -42,7 +42,7 @@ import numbers
 
 import tensorflow as tf
 
-from lmpipe.arguments import check_number
+from lmpipe.arguments import check_bool, check_number, check_positive_int, check_seed
 from lmpipe.datasets.packing import check_sequence_length, pack_segments
 from lmpipe.datasets.permutation import MAX_SEQ_LEN, PermutationLM
 from lmpipe.datasets.sentence_pairs import gather_spans, pair_spans
@@ -59,11 +59,6 @@ _PAIRS, _PERMUTATION, _SHUFFLE, _SPLIT = 1, 2, 3, 4  # the seeds derived from `s
 
 def _fold(seed, value):
     return tf.random.experimental.stateless_fold_in(seed, value)
-
-
-def _check_int(name, value, low, why=""):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-        raise ValueError(f"`{name}` must be an integer >= {low}{why}, got {name}={value!r}.")
 
 
 def special_ids(tokenizer):
@@ -98,10 +93,7 @@ def check_xlnet_arguments(
     max_span=5,
 ):
     """Raise a ValueError naming the parameter unless the arguments fit together."""
-    if isinstance(reuse_len, bool) or (
-        reuse_len is not None and not isinstance(reuse_len, numbers.Integral)
-    ):
-        raise ValueError(f"`reuse_len` must be None or an integer, got reuse_len={reuse_len!r}.")
+    check_number("reuse_len", reuse_len, integer=True, none=True)
     check_sequence_length(
         seq_len,
         segments=2,
@@ -121,7 +113,7 @@ def check_xlnet_arguments(
         )
     check_number("mask_alpha", mask_alpha, minimum=2)
     check_number("max_span", max_span, minimum=1, integer=True)
-    _check_int("max_predictions", max_predictions, 1)
+    check_positive_int("max_predictions", max_predictions)
     maskable = seq_len - NUM_SPECIAL_TOKENS
     if max_predictions > maskable:
         raise ValueError(
@@ -130,7 +122,7 @@ def check_xlnet_arguments(
             f"max_predictions={max_predictions!r}."
         )
     if perm_size is not None:
-        _check_int("perm_size", perm_size, 1)
+        check_positive_int("perm_size", perm_size)
         if seq_len % perm_size:
             raise ValueError(
                 f"`perm_size` must divide seq_len={seq_len}, got perm_size={perm_size!r}."
@@ -139,9 +131,8 @@ def check_xlnet_arguments(
             raise ValueError(
                 f"`perm_size` must divide reuse_len={reuse_len}, got perm_size={perm_size!r}."
             )
-    _check_int("batch_size", batch_size, 1)
-    if not isinstance(bidirectional, bool):
-        raise ValueError(f"`bidirectional` must be True or False, got {bidirectional!r}.")
+    check_positive_int("batch_size", batch_size)
+    check_bool("bidirectional", bidirectional)
     if bidirectional and batch_size % 2:
         raise ValueError(
             "`batch_size` must be even with bidirectional=True (half the rows read backward), "
@@ -216,10 +207,9 @@ def xlnet_examples(
     ([0, 0, 0, 0, 1, 1, 1, 2], TensorShape([1, 8, 8]))
     """
     check_xlnet_arguments(seq_len, max_predictions, reuse_len, perm_size, batch_size, bidirectional)
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise ValueError(f"`seed` must be an int, got seed={seed!r}.")
-    _check_int("group_size", group_size, 1)
-    _check_int("shuffle_buffer", shuffle_buffer, 1)
+    check_seed(seed)
+    check_positive_int("group_size", group_size)
+    check_positive_int("shuffle_buffer", shuffle_buffer)
     ids = special_ids(tokenizer)
     num_pipelines, pipeline_id = pipeline_position(input_context)
     if hasattr(corpus, "check_tokenizer"):

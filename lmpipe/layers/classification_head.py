@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from lmpipe.arguments import check_dropout, check_positive_int
+from lmpipe.arguments import check_dropout, check_number, check_positive_int
 from lmpipe.layers.initializers import bert_initializer, clone_initializer
 
 
@@ -59,8 +59,7 @@ class ClassificationHead(keras.layers.Layer):
         if pooler_dim is not None:
             check_positive_int("pooler_dim", pooler_dim)
         check_dropout("dropout", dropout)
-        if isinstance(cls_index, bool) or not isinstance(cls_index, int):
-            raise ValueError(f"`cls_index` must be an integer, got cls_index={cls_index!r}.")
+        check_number("cls_index", cls_index, integer=True)
         self.num_classes = num_classes
         self.pooler_dim = pooler_dim
         self.pooler_activation = keras.activations.get(pooler_activation)

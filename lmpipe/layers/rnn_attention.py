@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from lmpipe.arguments import check_positive_int
 from lmpipe.layers.initializers import clone_initializer
 
 SCORES = ("dot", "general", "additive")
@@ -55,10 +56,7 @@ class RnnAttention(keras.layers.Layer):
         super().__init__(**kwargs)
         if score not in SCORES:
             raise ValueError(f"`score` must be one of {SCORES}, got score={score!r}.")
-        if units is not None and (
-            isinstance(units, bool) or not isinstance(units, int) or units < 1
-        ):
-            raise ValueError(f"`units` must be a positive integer or None, got units={units!r}.")
+        check_positive_int("units", units, none=True)
         self.score = score
         self.units = units
         self.kernel_initializer = keras.initializers.get(kernel_initializer)

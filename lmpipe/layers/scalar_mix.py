@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from lmpipe.arguments import check_bool, check_number
+
 
 @keras.saving.register_keras_serializable(package="lmpipe")
 class ScalarMix(keras.layers.Layer):
@@ -38,12 +40,9 @@ class ScalarMix(keras.layers.Layer):
 
     def __init__(self, layer_norm=False, initial_scale=1.0, epsilon=1e-12, **kwargs):
         super().__init__(**kwargs)
-        if not isinstance(layer_norm, bool):
-            raise ValueError(f"`layer_norm` must be True or False, got layer_norm={layer_norm!r}.")
-        if isinstance(initial_scale, bool) or not isinstance(initial_scale, (int, float)):
-            raise ValueError(f"`initial_scale` must be a number, got {initial_scale!r}.")
-        if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or epsilon <= 0:
-            raise ValueError(f"`epsilon` must be a positive number, got epsilon={epsilon!r}.")
+        check_bool("layer_norm", layer_norm)
+        check_number("initial_scale", initial_scale)
+        check_number("epsilon", epsilon, above=0)
         self.layer_norm = layer_norm
         self.initial_scale = float(initial_scale)
         self.epsilon = float(epsilon)

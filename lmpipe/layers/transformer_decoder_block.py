@@ -5,7 +5,7 @@ import numbers
 import keras
 from keras import ops
 
-from lmpipe.arguments import check_dropout, check_positive_int, check_window
+from lmpipe.arguments import check_dropout, check_number, check_positive_int, check_window
 from lmpipe.layers.activations import get_activation
 from lmpipe.layers.initializers import bert_initializer, clone_initializer
 from lmpipe.layers.multi_head_attention import MultiHeadAttention
@@ -116,11 +116,7 @@ class TransformerDecoderBlock(keras.layers.Layer):
         attention_dropout = dropout if attention_dropout is None else attention_dropout
         check_dropout("attention_dropout", attention_dropout)
         check_window(window)
-        if not isinstance(layer_norm_epsilon, (int, float)) or layer_norm_epsilon <= 0:
-            raise ValueError(
-                "`layer_norm_epsilon` must be a positive number, "
-                f"got layer_norm_epsilon={layer_norm_epsilon!r}."
-            )
+        check_number("layer_norm_epsilon", layer_norm_epsilon, above=0)
         self.num_heads = num_heads
         self.intermediate_dim = intermediate_dim
         self.dropout = dropout

@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from lmpipe.arguments import check_positive_int
+
 
 @keras.saving.register_keras_serializable(package="lmpipe")
 class Word2VecEmbedding(keras.layers.Layer):
@@ -49,9 +51,8 @@ class Word2VecEmbedding(keras.layers.Layer):
 
     def __init__(self, vocabulary_size, vector_size, seed=None, **kwargs):
         super().__init__(**kwargs)
-        for name, value in (("vocabulary_size", vocabulary_size), ("vector_size", vector_size)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"`{name}` must be a positive integer, got {name}={value!r}.")
+        check_positive_int("vocabulary_size", vocabulary_size)
+        check_positive_int("vector_size", vector_size)
         self.vocabulary_size = vocabulary_size
         self.vector_size = vector_size
         self.seed = seed

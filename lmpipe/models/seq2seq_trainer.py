@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from lmpipe.arguments import check_number
 from lmpipe.models.losses import masked_mean, track_accuracy
 from lmpipe.models.rnn_seq2seq import RnnSeq2SeqConfig, rnn_seq2seq
 from lmpipe.models.trainable import TrainableModel
@@ -98,14 +99,7 @@ class Seq2SeqTrainer(TrainableModel):
         kind = architecture_of(model_config)
         if label_smoothing is None:
             label_smoothing = DEFAULT_LABEL_SMOOTHING[kind]
-        if (
-            isinstance(label_smoothing, bool)
-            or not isinstance(label_smoothing, (int, float))
-            or not 0.0 <= label_smoothing < 1.0
-        ):
-            raise ValueError(
-                f"`label_smoothing` must be in [0, 1), got label_smoothing={label_smoothing!r}."
-            )
+        check_number("label_smoothing", label_smoothing, minimum=0, below=1)
         kwargs.setdefault("name", "seq2seq_trainer")
         super().__init__(**kwargs)
         self.model_config = model_config

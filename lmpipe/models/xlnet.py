@@ -6,7 +6,9 @@ import keras
 from keras import ops
 
 from lmpipe.arguments import (
+    check_bool,
     check_heads,
+    check_positive_int,
     check_positive_integers,
     check_positive_numbers,
     check_rates,
@@ -97,14 +99,11 @@ def cache_memory(memory, layer_inputs, mem_len, reuse_len=None):
 
 def check_memory_arguments(mem_len, reuse_len):
     """Raise unless `mem_len` is a non-negative int and `reuse_len` None or a positive int."""
+    # Inline to keep the wording "a non-negative integer", which the command line shows as
+    # "--mem-len must be a non-negative integer" (check_number says "an integer >= 0").
     if isinstance(mem_len, bool) or not isinstance(mem_len, int) or mem_len < 0:
         raise ValueError(f"`mem_len` must be a non-negative integer, got mem_len={mem_len!r}.")
-    if reuse_len is not None and (
-        isinstance(reuse_len, bool) or not isinstance(reuse_len, int) or reuse_len < 1
-    ):
-        raise ValueError(
-            f"`reuse_len` must be a positive integer or None, got reuse_len={reuse_len!r}."
-        )
+    check_positive_int("reuse_len", reuse_len, none=True)
 
 
 def _last_real_token(sequence, padding_mask):
@@ -275,8 +274,7 @@ def xlnet(config=None, two_stream=False, mem_len=0, reuse_len=None, bi_data=Fals
     if not isinstance(config, XLNetConfig):
         raise ValueError(f"`config` must be an XLNetConfig, got {config!r}.")
     check_memory_arguments(mem_len, reuse_len)
-    if not isinstance(bi_data, bool):
-        raise ValueError(f"`bi_data` must be True or False, got bi_data={bi_data!r}.")
+    check_bool("bi_data", bi_data)
     return _wire(_xlnet_layers(config), config, two_stream, mem_len, reuse_len, bi_data)
 
 

@@ -4,6 +4,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from lmpipe.arguments import check_positive_int
 from lmpipe.models.losses import masked_cross_entropy
 from lmpipe.models.replica_local_state import ReplicaLocalState
 from lmpipe.models.trainable import TrainableModel
@@ -74,22 +75,10 @@ class XLNetPretrainer(TrainableModel):
             config = XLNetConfig(**config)
         if not isinstance(config, XLNetConfig):
             raise ValueError(f"`config` must be an XLNetConfig, got config={config!r}.")
-        if (
-            isinstance(max_predictions, bool)
-            or not isinstance(max_predictions, int)
-            or (max_predictions < 1)
-        ):
-            raise ValueError(
-                f"`max_predictions` must be a positive integer, got {max_predictions!r}."
-            )
+        check_positive_int("max_predictions", max_predictions)
         check_memory_arguments(mem_len, reuse_len)
-        if mem_len and (
-            isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1
-        ):
-            raise ValueError(
-                "`batch_size` (the per-replica batch size) must be a positive integer when "
-                f"mem_len > 0, got batch_size={batch_size!r}."
-            )
+        if mem_len:  # the memory holds one row per example of a replica's batch
+            check_positive_int("batch_size", batch_size)
         self.xlnet_config = config
         self.max_predictions = max_predictions
         self.mem_len = mem_len

@@ -8,6 +8,8 @@ import sys
 
 import tensorflow as tf
 
+from lmpipe.arguments import check_positive_int
+
 STRATEGY_NAMES = (None, "default", "mirrored", "multi_worker")
 # Seconds a multi-worker strategy waits for every task of the cluster to start.
 CLUSTER_TIMEOUT = 600
@@ -167,8 +169,7 @@ class _ClusterWatchdog:
 
 def per_replica_batch_size(strategy, batch_size):
     """`batch_size` (global) divided among the replicas; raise if it does not divide."""
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"`batch_size` must be a positive integer, got {batch_size!r}.")
+    check_positive_int("batch_size", batch_size)
     replicas = strategy.num_replicas_in_sync
     if batch_size % replicas:
         raise ValueError(

@@ -17,6 +17,7 @@ base directory (`remove_leftovers`), those of exports still running are kept.
 import os
 import re
 
+from lmpipe.arguments import check_number
 from lmpipe.serving import directory_swap
 
 # What TF Serving accepts as a version directory name (surrounding whitespace and a sign too).
@@ -51,14 +52,8 @@ def next_version(base_dir):
 
 
 def check_version(version):
-    """Raise ValueError unless `version` is None or a non-negative integer."""
-    if version is None:
-        return
-    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-        raise ValueError(
-            f"`version` must be None (the next version) or a non-negative integer, "
-            f"got version={version!r}."
-        )
+    """Raise ValueError unless `version` is None (the next version) or a non-negative integer."""
+    check_number("version", version, minimum=0, integer=True, none=True)
 
 
 def check_base_dir(base_dir):
