@@ -44,6 +44,28 @@ def check_choice(name, value, choices):
     return value
 
 
+def check_texts(name, texts):
+    """Raise unless `texts` is a list (or other sequence) of `str`; return it as a list.
+
+    >>> check_texts("texts", "one text")
+    Traceback (most recent call last):
+    ...
+    ValueError: `texts` must be a list of strings, got a single string: 'one text'.
+    """
+    if isinstance(texts, (str, bytes)):
+        raise ValueError(f"`{name}` must be a list of strings, got a single string: {texts!r}.")
+    try:
+        texts = list(texts)
+    except TypeError:
+        raise ValueError(
+            f"`{name}` must be a list of strings, got {type(texts).__name__}."
+        ) from None
+    for index, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise ValueError(f"`{name}[{index}]` must be a string, got {text!r}.")
+    return texts
+
+
 def check_number(
     name, value, *, minimum=None, above=None, maximum=None, below=None, integer=False, none=False
 ):

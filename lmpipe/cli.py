@@ -5,6 +5,7 @@ lmpipe pretrain albert --corpus 'wiki/*.txt' --vocab-size 30000 --steps 100000
 lmpipe pretrain xlnet --out runs/xlnet --reuse-len 64   # permutation LM with memory
 lmpipe finetune --pretrained runs/bert/pipeline --out runs/genre
 lmpipe export runs/bert/pipeline serving/bert
+lmpipe predict runs/bert "To be, or not to [MASK]."   # fill-mask, classify, generate, ...
 lmpipe summarize bert --preset base
 """
 
@@ -374,6 +375,105 @@ def _finetune(arguments):
     return 0
 
 
+def _predict(arguments):
+    directory = arguments.run_dir
+    if not os.path.exists(os.path.join(directory, "pipeline.json")) and os.path.exists(
+        os.path.join(directory, "pipeline", "pipeline.json")
+    ):
+        directory = os.path.join(directory, "pipeline")  # the --out of a training command
+    if not os.path.exists(os.path.join(directory, "pipeline.json")):
+        raise SystemExit(
+            f"error: {arguments.run_dir} is neither a saved pipeline (no pipeline.json) nor a run "
+            "directory holding one in pipeline/"
+        )
+    texts = arguments.texts or [line.rstrip("\n") for line in sys.stdin if line.strip()]
+    if not texts:
+        raise SystemExit("error: no text to predict: give texts as arguments or on stdin")
+    pipe = _load_pipeline(directory)
+    task = next((name for name in PREDICTIONS if hasattr(pipe, name)), None)
+    if task is None:
+        raise SystemExit(
+            f"error: a {type(pipe).__name__} pipeline has nothing to predict from text; "
+            f"export it (`lmpipe export`) to serve its outputs"
+        )
+    try:
+        results = PREDICTIONS[task](pipe, texts, arguments)
+    except (KeyError, ValueError) as error:
+        message = error.args[0] if isinstance(error, KeyError) and error.args else error
+        raise SystemExit(f"error: {message}") from None
+    for text, result in zip(texts, results, strict=True):
+        if arguments.json:
+            print(json.dumps({"text": text, task: result}, ensure_ascii=False))
+        else:
+            print(FORMATS[task](text, result))
+    return 0
+
+
+def _fill_mask(pipe, texts, arguments):
+    return pipe.fill_mask(texts, top_k=arguments.top_k)
+
+
+def _classify(pipe, texts, arguments):
+    del arguments
+    probabilities = pipe.predict(texts)
+    labels = pipe.options.labels or list(range(probabilities.shape[1]))
+    return [
+        {
+            "label": labels[int(row.argmax())],
+            "probabilities": dict(zip(labels, map(float, row), strict=True)),
+        }
+        for row in probabilities
+    ]
+
+
+def _generate(pipe, texts, arguments):
+    return pipe.generate(texts, max_new_tokens=arguments.max_new_tokens)
+
+
+def _translate(pipe, texts, arguments):
+    return pipe.translate(texts, beam_width=arguments.beam_width)
+
+
+def _most_similar(pipe, texts, arguments):
+    return [
+        [[word, score] for word, score in pipe.most_similar(text.split(), topn=arguments.top_k)]
+        for text in texts
+    ]
+
+
+def _show_fill_mask(text, masks):
+    lines = [text]
+    for index, predictions in enumerate(masks, 1):
+        best = "  ".join(f"{p['token']} {p['score']:.3f}" for p in predictions)
+        lines.append(f"  [MASK] {index}: {best}")
+    return "\n".join(lines)
+
+
+def _show_classify(text, result):
+    return f"{result['label']}\t{result['probabilities'][result['label']]:.3f}\t{text}"
+
+
+def _show_most_similar(text, neighbours):
+    return f"{text}: " + ", ".join(f"{word} {score:.3f}" for word, score in neighbours)
+
+
+# What `lmpipe predict` runs, by the method the pipeline has, and how it prints the result.
+PREDICTIONS = {
+    "fill_mask": _fill_mask,
+    "classify": _classify,
+    "generate": _generate,
+    "translate": _translate,
+    "most_similar": _most_similar,
+}
+FORMATS = {
+    "fill_mask": _show_fill_mask,
+    "classify": _show_classify,
+    "generate": lambda text, continuation: f"{text}{continuation}",
+    "translate": lambda text, translation: f"{text}\t{translation}",
+    "most_similar": _show_most_similar,
+}
+
+
 def _summarize(arguments):
     from lmpipe import models
 
@@ -488,6 +588,31 @@ def build_parser():
     export.add_argument("--overwrite", action="store_true")
     export.set_defaults(run=_export)
 
+    predict = commands.add_parser(
+        "predict",
+        help="run a saved pipeline on texts: fill-mask, classify, generate, translate, "
+        "most similar words",
+        description="Runs what the pipeline does with text: BERT and ALBERT fill each [MASK], "
+        "a classifier names the class, GPT continues the text, a translation model translates, "
+        "word2vec lists the nearest words. Texts come from the arguments, or one a line on "
+        "stdin.",
+    )
+    predict.add_argument(
+        "run_dir", metavar="RUN", help="a saved pipeline, or the --out of a training command"
+    )
+    predict.add_argument("texts", nargs="*", help="texts (default: the lines of stdin)")
+    predict.add_argument(
+        "--top-k", type=int, default=5, help="fill-mask and word2vec: results per query"
+    )
+    predict.add_argument(
+        "--max-new-tokens", type=int, default=32, help="gpt: tokens generated at most"
+    )
+    predict.add_argument(
+        "--beam-width", type=int, default=4, help="translation: beam width (1: greedy)"
+    )
+    predict.add_argument("--json", action="store_true", help="one JSON object a text")
+    predict.set_defaults(run=_predict)
+
     summarize = commands.add_parser("summarize", help="build a model and print its layers")
     summarize.add_argument("model", choices=["bert", "albert", "xlnet"])
     summarize.add_argument("--preset", default="base")
@@ -497,7 +622,14 @@ def build_parser():
 
 def main(argv=None):
     """Entry point of the `lmpipe` command."""
-    arguments = build_parser().parse_args(argv)
+    parser = build_parser()
+    arguments, extra = parser.parse_known_args(argv)
+    if arguments.command == "predict":
+        # Texts may come after the options too (argparse gives them to no positional there).
+        arguments.texts += [text for text in extra if not text.startswith("-")]
+        extra = [text for text in extra if text.startswith("-")]
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if arguments.command == "pretrain" and arguments.preset is None:
         arguments.preset = DEFAULT_PRESETS[arguments.model]
     if arguments.command == "pretrain" and arguments.preset not in PRESETS[arguments.model]:

@@ -239,6 +239,21 @@ class ParallelCorpus:
                 file.write(f"{source}\t{target}\n")
 
 
+def as_parallel_corpus(pairs, name="pairs"):
+    """`pairs` as a `ParallelCorpus`: a corpus as it is, a TSV path (or a list of paths) read
+    with `ParallelCorpus.from_tsv`; anything else is a ValueError naming `name`."""
+    if isinstance(pairs, ParallelCorpus):
+        return pairs
+    if isinstance(pairs, (str, bytes, os.PathLike)) or (
+        isinstance(pairs, (list, tuple)) and pairs and isinstance(pairs[0], (str, os.PathLike))
+    ):
+        return ParallelCorpus.from_tsv(pairs)
+    raise ValueError(
+        f"`{name}` must be a ParallelCorpus or the path(s) of a TSV file of source<TAB>target "
+        f"lines, got {type(pairs).__name__}."
+    )
+
+
 def _check_text(value, where):
     if not isinstance(value, str):
         raise ValueError(f"{where} must be a string, got {value!r}.")

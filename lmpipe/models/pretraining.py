@@ -7,6 +7,7 @@ from lmpipe.layers.initializers import bert_initializer
 from lmpipe.layers.masked_lm_head import MaskedLMHead
 from lmpipe.models.albert import AlbertConfig, albert
 from lmpipe.models.bert import BertConfig, bert
+from lmpipe.models.configs import config_from_dict, config_to_dict
 from lmpipe.models.losses import masked_cross_entropy
 from lmpipe.models.trainable import FunctionalTrainableModel
 
@@ -20,17 +21,6 @@ def encoder_from_config(config):
     if isinstance(config, BertConfig):
         return bert(config)
     raise ValueError(f"`config` must be a BertConfig or an AlbertConfig, got {config!r}.")
-
-
-def _config_to_dict(config):
-    kind = "albert" if isinstance(config, AlbertConfig) else "bert"
-    return {"kind": kind, **config.to_dict()}
-
-
-def _config_from_dict(values):
-    values = dict(values)
-    kind = values.pop("kind")
-    return (AlbertConfig if kind == "albert" else BertConfig)(**values)
 
 
 @keras.saving.register_keras_serializable(package="lmpipe")
@@ -55,7 +45,7 @@ class BertPretrainer(FunctionalTrainableModel):
 
     def __init__(self, encoder_config, objective="nsp", max_predictions=20, **kwargs):
         if isinstance(encoder_config, dict):
-            encoder_config = _config_from_dict(encoder_config)
+            encoder_config = config_from_dict(encoder_config)
         if objective not in PAIR_LABELS:
             raise ValueError(
                 f"`objective` must be one of {sorted(PAIR_LABELS)}, got objective={objective!r}."
@@ -121,7 +111,7 @@ class BertPretrainer(FunctionalTrainableModel):
 
     def get_config(self):
         return {
-            "encoder_config": _config_to_dict(self.encoder_config),
+            "encoder_config": config_to_dict(self.encoder_config),
             "objective": self.objective,
             "max_predictions": self.max_predictions,
             "name": self.name,

@@ -13,6 +13,34 @@ from lmpipe.models.samplers.seq2seq import Seq2SeqModel
 from lmpipe.models.transformer import SEQ2SEQ_INPUTS
 
 
+def rnn_form(attention, form):
+    """The decoder form for an `attention` score (or None) and a `form` (or None: derived).
+
+    `form=None` gives "attention" with a score and "context" without one; "attention" needs a
+    score and the other forms refuse one.
+
+    >>> rnn_form("dot", None), rnn_form(None, None), rnn_form(None, "plain")
+    ('attention', 'context', 'plain')
+    """
+    if form is not None and form not in FORMS:
+        raise ValueError(f"`form` must be one of {FORMS} or None, got form={form!r}.")
+    if attention is not None and attention not in SCORES:
+        raise ValueError(
+            f"`attention` must be one of {SCORES} or None, got attention={attention!r}."
+        )
+    if form is None:
+        return "context" if attention is None else "attention"
+    if form == "attention" and attention is None:
+        raise ValueError(
+            '`form="attention"` needs an `attention` score: "additive", "dot" or "general".'
+        )
+    if form != "attention" and attention is not None:
+        raise ValueError(
+            f'`form="{form}"` has no attention: pass attention=None (got attention={attention!r}).'
+        )
+    return form
+
+
 @dataclasses.dataclass(frozen=True)
 class RnnSeq2SeqConfig:
     """Sizes and choices of a recurrent encoder-decoder; validated on creation.

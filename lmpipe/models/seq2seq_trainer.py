@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from lmpipe.arguments import check_number
+from lmpipe.models.configs import config_from_dict, config_to_dict
 from lmpipe.models.losses import masked_mean, track_accuracy
 from lmpipe.models.rnn_seq2seq import RnnSeq2SeqConfig, rnn_seq2seq
 from lmpipe.models.trainable import TrainableModel
@@ -24,18 +25,17 @@ def architecture_of(config):
     )
 
 
-def config_to_dict(config):
-    """A seq2seq config as a JSON-serializable dict, with its architecture under "kind"."""
-    return {"kind": architecture_of(config), **config.to_dict()}
+def architecture_options(config):
+    """`arch`, `attention` and `form` as `config` has them (what `Translation` options say).
 
-
-def config_from_dict(values):
-    """The config `config_to_dict` describes."""
-    values = dict(values)
-    kind = values.pop("kind", None)
-    if kind not in ARCHITECTURES:
-        raise ValueError(f"Unknown seq2seq model kind {kind!r}; expected one of {ARCHITECTURES}.")
-    return ARCHITECTURES[kind](**values)
+    >>> architecture_options(RnnSeq2SeqConfig(form="context"))
+    {'arch': 'rnn', 'attention': None, 'form': 'context'}
+    """
+    arch = architecture_of(config)
+    if arch != "rnn":
+        return {"arch": arch, "attention": None, "form": None}
+    attention = config.attention_score if config.form == "attention" else None
+    return {"arch": arch, "attention": attention, "form": config.form}
 
 
 def label_smoothed_cross_entropy(target_ids, logits, label_smoothing):
@@ -77,7 +77,8 @@ class Seq2SeqTrainer(TrainableModel):
     exponential is the perplexity) and `token_accuracy` (argmax = target, over real tokens).
 
     Args:
-        model_config: a `TransformerConfig` or `RnnSeq2SeqConfig` (or `config_to_dict` of one).
+        model_config: a `TransformerConfig` or `RnnSeq2SeqConfig` (or the dict
+            `lmpipe.models.configs.config_to_dict` makes of one).
         label_smoothing: `eps` in [0, 1); default 0.1 for the Transformer, 0 for RNNs.
 
     Attributes:

@@ -4,9 +4,17 @@ import dataclasses
 import math
 
 import keras
+import numpy as np
+from keras import ops
 
-from lmpipe.arguments import check_bool, check_choice, check_number, check_positive_int
-from lmpipe.contract import ENCODER_FEATURES
+from lmpipe.arguments import (
+    check_bool,
+    check_choice,
+    check_number,
+    check_positive_int,
+    check_texts,
+)
+from lmpipe.contract import ENCODER_FEATURES, PADDING_MASK, SEGMENT_IDS, TOKEN_IDS
 from lmpipe.datasets.bert_examples import (
     PAIR_MODES,
     bert_examples,
@@ -237,6 +245,91 @@ class BertPretraining(TokenizerPipeline):
                 )
             )
 
+    # Inference --------------------------------------------------------------------------------
+
+    def fill_mask(self, texts, top_k=5, batch_size=64):
+        """The masked LM's most likely tokens for each `[MASK]` of each text.
+
+        A text marks what to fill with the tokenizer's mask token, written as it is
+        (`[MASK]`); the text between marks is tokenized as usual, packed as one segment
+        `[CLS] text [SEP]` and run through the encoder and the masked-LM head. The other
+        bracketed tokens (`[PAD]`, `[CLS]`, `[SEP]`, `[MASK]`) are never proposed: pretraining
+        never predicts them. `[UNK]` can be.
+
+        Args:
+            texts: a list of strings, each with at least one `[MASK]` and at most `seq_len`
+                tokens once packed.
+            top_k: predictions per mask, most likely first.
+            batch_size: texts run together.
+
+        Returns:
+            For each text, for each of its masks in order, `top_k` dicts
+            `{"token": str, "score": float}`: the token and its probability under the
+            masked-LM head (a softmax over the whole vocabulary).
+
+        Example:
+
+            pipe.fill_mask(["To be, or not to [MASK]: that is the question."], top_k=2)
+            # [[[{"token": "be", "score": 0.41}, {"token": "the", "score": 0.07}]]]
+        """
+        model = self.require_model()
+        texts = check_texts("texts", texts)
+        check_positive_int("top_k", top_k)
+        check_positive_int("batch_size", batch_size)
+        tokenizer = self.tokenizer
+        never = [i for i in tokenizer.special_token_ids if i != tokenizer.unk_id]
+        candidates = tokenizer.vocabulary_size - len(never)
+        if top_k > candidates:
+            raise ValueError(
+                f"`top_k` must be at most {candidates} (the tokens the vocabulary can propose), "
+                f"got top_k={top_k}."
+            )
+        examples = [self._masked_example(text, f"texts[{i}]") for i, text in enumerate(texts)]
+        results = []
+        for start in range(0, len(examples), batch_size):
+            batch = examples[start : start + batch_size]
+            features = _pack_masked(batch, tokenizer.pad_id)
+            logits = model(features, training=False)["mlm_logits"]  # [N, P, V]
+            probabilities = ops.convert_to_numpy(ops.softmax(ops.cast(logits, "float32")))
+            ranked = probabilities.copy()
+            ranked[..., never] = -1.0
+            best = np.argsort(-ranked, axis=-1, kind="stable")[..., :top_k]  # [N, P, k]
+            for row, (_, positions) in enumerate(batch):
+                results.append(
+                    [
+                        [
+                            {
+                                "token": tokenizer.id_to_token(int(token)),
+                                "score": float(probabilities[row, mask, token]),
+                            }
+                            for token in best[row, mask]
+                        ]
+                        for mask in range(len(positions))
+                    ]
+                )
+        return results
+
+    def _masked_example(self, text, name):
+        """`(token_ids, mask_positions)` of `[CLS] text [SEP]`, `[MASK]` marks as mask ids."""
+        tokenizer = self.tokenizer
+        parts = text.split(tokenizer.id_to_token(tokenizer.mask_id))
+        if len(parts) == 1:
+            raise ValueError(f"`{name}` has no [MASK] to fill: {text!r}.")
+        pieces = tokenizer.tokenize(parts).to_list()
+        ids, positions = [tokenizer.cls_id], []
+        for index, part in enumerate(pieces):
+            if index:
+                positions.append(len(ids))
+                ids.append(tokenizer.mask_id)
+            ids.extend(part)
+        ids.append(tokenizer.sep_id)
+        if len(ids) > self.options.seq_len:
+            raise ValueError(
+                f"`{name}` is {len(ids)} tokens long with [CLS] and [SEP]; the pipeline's "
+                f"seq_len is {self.options.seq_len}: {text!r}."
+            )
+        return ids, positions
+
     # Export -----------------------------------------------------------------------------------
 
     def serving_model(self):
@@ -283,3 +376,23 @@ class AlbertPretraining(BertPretraining):
             vocabulary_size=self.tokenizer.vocabulary_size,
             max_sequence_length=min(max(self.options.seq_len, 128), DEFAULT_MAX_SEQUENCE_LENGTH),
         )
+
+
+def _pack_masked(examples, pad_id):
+    """The masked-LM features of `(token_ids, mask_positions)` examples, padded to the
+    longest (mask positions with position 0, whose predictions are not read)."""
+    width = max(len(ids) for ids, _ in examples)
+    predictions = max(len(positions) for _, positions in examples)
+    token_ids = np.full((len(examples), width), pad_id, np.int32)
+    padding_mask = np.zeros((len(examples), width), np.int32)
+    mask_positions = np.zeros((len(examples), predictions), np.int32)
+    for row, (ids, positions) in enumerate(examples):
+        token_ids[row, : len(ids)] = ids
+        padding_mask[row, : len(ids)] = 1
+        mask_positions[row, : len(positions)] = positions
+    return {
+        TOKEN_IDS: token_ids,
+        SEGMENT_IDS: np.zeros_like(token_ids),
+        PADDING_MASK: padding_mask,
+        "mask_positions": mask_positions,
+    }

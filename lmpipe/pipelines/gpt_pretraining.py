@@ -5,7 +5,7 @@ import dataclasses
 import keras
 import tensorflow as tf
 
-from lmpipe.arguments import check_number, check_positive_int, check_seed
+from lmpipe.arguments import check_number, check_positive_int, check_seed, check_texts
 from lmpipe.datasets.causal_lm import causal_lm_examples, check_causal_sequence_length
 from lmpipe.models.gpt import GptCausalLM, GptConfig
 from lmpipe.models.samplers import generate, sampler_for, traced_function
@@ -216,8 +216,7 @@ class GptPretraining(LanguageModelPretraining):
             k, p, temperature: the sampling parameters.
             seed: sampling seed; defaults to the pipeline's seed.
         """
-        if isinstance(prompts, str) or not all(isinstance(text, str) for text in prompts):
-            raise ValueError("`prompts` must be a list of strings.")
+        prompts = check_texts("prompts", prompts)
         if not prompts:
             return []
         function = self.generation_function(max_new_tokens, strategy, k, p, temperature, seed)

@@ -1,5 +1,6 @@
 """The optimizers of the training recipes and their learning-rate schedules: BERT's AdamW
-with warmup and linear decay, the Transformer's Adam with the inverse-square-root schedule."""
+with warmup and linear decay, the Transformer's Adam with the inverse-square-root schedule,
+and the recurrent encoder-decoders' Adam with a constant rate."""
 
 import keras
 from keras import ops
@@ -114,3 +115,37 @@ def transformer_adam(d_model, warmup_steps=4000, factor=1.0, clipnorm=None):
         epsilon=1e-9,
         global_clipnorm=clipnorm,
     )
+
+
+def seq2seq_optimizer(transformer_width=None, learning_rate=None, warmup_steps=None, clipnorm=1.0):
+    """`(total_steps) -> optimizer` for an encoder-decoder, built inside the strategy scope.
+
+    With a `transformer_width` (the Transformer's `hidden_dim`): `transformer_adam` with the
+    paper's schedule scaled by `learning_rate` (default 1) and `warmup_steps` of warmup
+    (default 4000, the paper's, or 10% of the steps for runs shorter than 40,000 steps).
+    Without one (recurrent models): Adam with the constant `learning_rate` (default 1e-3).
+    `clipnorm`: global gradient-norm clipping (None: none).
+    """
+    if transformer_width is not None:
+
+        def transformer_optimizer(total_steps):
+            warmup = warmup_steps
+            if warmup is None:
+                warmup = 4000 if total_steps >= 40000 else max(1, total_steps // 10)
+            return transformer_adam(
+                transformer_width,
+                warmup_steps=warmup,
+                factor=1.0 if learning_rate is None else learning_rate,
+                clipnorm=clipnorm,
+            )
+
+        return transformer_optimizer
+
+    def rnn_optimizer(total_steps):
+        del total_steps
+        return keras.optimizers.Adam(
+            learning_rate=1e-3 if learning_rate is None else learning_rate,
+            global_clipnorm=clipnorm,
+        )
+
+    return rnn_optimizer

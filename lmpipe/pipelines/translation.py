@@ -1,13 +1,17 @@
 """`Translation`: train a Transformer or RNN encoder-decoder on parallel text, translate, serve."""
 
 import dataclasses
-import os
 
-import keras
 import tensorflow as tf
 
-from lmpipe.arguments import check_bool, check_choice, check_number, check_positive_int
-from lmpipe.datasets.parallel_text import ParallelCorpus
+from lmpipe.arguments import (
+    check_bool,
+    check_choice,
+    check_number,
+    check_positive_int,
+    check_texts,
+)
+from lmpipe.datasets.parallel_text import as_parallel_corpus
 from lmpipe.datasets.seq2seq_examples import (
     TARGET_TOKENS,
     check_lengths,
@@ -16,22 +20,20 @@ from lmpipe.datasets.seq2seq_examples import (
 )
 from lmpipe.datasets.wordpiece import WordPieceTokenizer
 from lmpipe.models.configs import config_to_dict
-from lmpipe.models.rnn_seq2seq import RnnSeq2SeqConfig
+from lmpipe.models.rnn_seq2seq import RnnSeq2SeqConfig, rnn_form
 from lmpipe.models.samplers import BeamSampler, GreedySampler, decode, traced_function
+from lmpipe.models.samplers.beam import LENGTH_PENALTIES
 from lmpipe.models.seq2seq_trainer import (
     ARCHITECTURES,
     DEFAULT_LABEL_SMOOTHING,
     Seq2SeqTrainer,
-    architecture_of,
+    architecture_options,
 )
 from lmpipe.models.transformer import TransformerConfig
 from lmpipe.pipelines.pipeline import Pipeline, PipelineOptions
-from lmpipe.pipelines.schedules import transformer_adam
+from lmpipe.pipelines.schedules import seq2seq_optimizer
 from lmpipe.pipelines.training import TRAINING_OPTIONS
 
-ATTENTION_SCORES = ("additive", "dot", "general")
-RNN_FORMS = ("plain", "context", "attention")
-LENGTH_PENALTIES = ("average", "gnmt", None)
 # The training options `Translation.fit` takes: its optimizers (`optimizer`) have no weight
 # decay, and its models are not XLA-compiled.
 TRANSLATION_TRAINING_OPTIONS = tuple(
@@ -82,7 +84,7 @@ class TranslationOptions(PipelineOptions):
         super().check()
         check_choice("arch", self.arch, tuple(ARCHITECTURES))
         if self.arch == "rnn":
-            self.resolve("form", _rnn_form(self.attention, self.form))
+            self.resolve("form", rnn_form(self.attention, self.form))
         elif self.form is not None:
             raise ValueError(f"`form` applies to arch='rnn' only, got form={self.form!r}.")
         if self.arch != "rnn" or self.form != "attention":
@@ -154,7 +156,7 @@ class Translation(Pipeline):
 
     def __init__(self, config=None, source_tokenizer=None, target_tokenizer=None, **options):
         if config is not None:
-            options.update(_architecture_options(config))
+            options.update(architecture_options(config))
         super().__init__(config, **options)
         if self.options.shared_vocabulary and target_tokenizer is None:
             target_tokenizer = source_tokenizer
@@ -174,7 +176,7 @@ class Translation(Pipeline):
 
     def train_tokenizers(self, corpus):
         """Learn the vocabularies from `corpus` (what the first `fit` does without tokenizers)."""
-        corpus = _as_corpus(corpus)
+        corpus = as_parallel_corpus(corpus)
         options = self.options
         if options.shared_vocabulary:
             tokenizer = WordPieceTokenizer.train(
@@ -241,7 +243,7 @@ class Translation(Pipeline):
             raise ValueError("No tokenizers yet: call fit() or train_tokenizers() first.")
         options.setdefault("bucket_boundaries", self.options.bucket_boundaries)
         return seq2seq_examples(
-            _as_corpus(pairs),
+            as_parallel_corpus(pairs),
             self.source_tokenizer,
             self.target_tokenizer,
             batch_size=batch_size,
@@ -255,7 +257,7 @@ class Translation(Pipeline):
         )
 
     def check_data(self, pairs, name="data"):
-        return _as_corpus(pairs)
+        return as_parallel_corpus(pairs)
 
     def training_batches(self, corpus, per_replica, input_context):
         # `before_fit` checked the lengths of every pair.
@@ -298,38 +300,13 @@ class Translation(Pipeline):
         `warmup_steps`: the Transformer's warmup: 4000 (the paper), or 10% of the steps for
         runs shorter than 40,000 steps.
         `clipnorm`: global gradient-norm clipping (None: none; default 1.0)."""
-        return self._optimizer(
-            self.config,
+        config = self.config
+        return seq2seq_optimizer(
+            config.hidden_dim if isinstance(config, TransformerConfig) else None,
             training_options.pop("learning_rate", None),
             training_options.pop("warmup_steps", None),
             training_options.pop("clipnorm", 1.0),
         )
-
-    def _optimizer(self, config, learning_rate, warmup_steps, clipnorm):
-        """`(total_steps) -> optimizer`, built by `train` inside the strategy scope."""
-        if isinstance(config, TransformerConfig):
-
-            def transformer_optimizer(total_steps):
-                warmup = warmup_steps
-                if warmup is None:
-                    warmup = 4000 if total_steps >= 40000 else max(1, total_steps // 10)
-                return transformer_adam(
-                    config.hidden_dim,
-                    warmup_steps=warmup,
-                    factor=1.0 if learning_rate is None else learning_rate,
-                    clipnorm=clipnorm,
-                )
-
-            return transformer_optimizer
-
-        def rnn_optimizer(total_steps):
-            del total_steps
-            return keras.optimizers.Adam(
-                learning_rate=1e-3 if learning_rate is None else learning_rate,
-                global_clipnorm=clipnorm,
-            )
-
-        return rnn_optimizer
 
     # Translation and evaluation -------------------------------------------------------------
 
@@ -338,16 +315,11 @@ class Translation(Pipeline):
         `export` run: tokenize, encode, beam search (greedy for `beam_width=1`), detokenize,
         all in graph ops."""
         self.require_model()
-        if isinstance(beam_width, bool) or not isinstance(beam_width, int) or beam_width < 1:
-            raise ValueError(f"`beam_width` must be a positive integer, got {beam_width!r}.")
+        check_positive_int("beam_width", beam_width)
         if max_length is None:
             max_length = self.options.max_target_len
-        if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
-            raise ValueError(f"`max_length` must be a positive integer, got {max_length!r}.")
-        if length_penalty not in LENGTH_PENALTIES:
-            raise ValueError(
-                f"`length_penalty` must be one of {LENGTH_PENALTIES}, got {length_penalty!r}."
-            )
+        check_positive_int("max_length", max_length)
+        check_choice("length_penalty", length_penalty, LENGTH_PENALTIES)
         seq2seq = self.model.seq2seq
         max_source_len = self.options.max_source_len
 
@@ -374,12 +346,7 @@ class Translation(Pipeline):
             max_length: the most target tokens per translation (default `max_target_len`).
             batch_size: sentences translated together.
         """
-        if isinstance(texts, (str, bytes)):
-            raise ValueError("`texts` must be a list of strings, got a single string.")
-        texts = list(texts)
-        for index, value in enumerate(texts):
-            if not isinstance(value, str):
-                raise ValueError(f"`texts[{index}]` must be a string, got {value!r}.")
+        texts = check_texts("texts", texts)
         function = self.translation_function(beam_width, max_length)
         results = []
         for start in range(0, len(texts), batch_size):
@@ -397,7 +364,7 @@ class Translation(Pipeline):
         import sacrebleu
 
         results = super().evaluate(pairs, batch_size, steps, verbose)
-        corpus = _as_corpus(pairs)
+        corpus = as_parallel_corpus(pairs)
         translations = self.translate(
             corpus.sources,
             beam_width=beam_width,
@@ -462,48 +429,6 @@ class Translation(Pipeline):
             overwrite=overwrite,
             warmup_texts=warmup_texts,
         )
-
-
-def _architecture_options(config):
-    """`arch`, `attention` and `form` as a model configuration has them."""
-    arch = architecture_of(config)
-    if arch != "rnn":
-        return {"arch": arch, "attention": None, "form": None}
-    attention = config.attention_score if config.form == "attention" else None
-    return {"arch": arch, "attention": attention, "form": config.form}
-
-
-def _rnn_form(attention, form):
-    if form is not None and form not in RNN_FORMS:
-        raise ValueError(f"`form` must be one of {RNN_FORMS} or None, got form={form!r}.")
-    if attention is not None and attention not in ATTENTION_SCORES:
-        raise ValueError(
-            f"`attention` must be one of {ATTENTION_SCORES} or None, got attention={attention!r}."
-        )
-    if form is None:
-        return "context" if attention is None else "attention"
-    if form == "attention" and attention is None:
-        raise ValueError(
-            '`form="attention"` needs an `attention` score: "additive", "dot" or "general".'
-        )
-    if form != "attention" and attention is not None:
-        raise ValueError(
-            f'`form="{form}"` has no attention: pass attention=None (got attention={attention!r}).'
-        )
-    return form
-
-
-def _as_corpus(pairs):
-    if isinstance(pairs, ParallelCorpus):
-        return pairs
-    if isinstance(pairs, (str, bytes, os.PathLike)) or (
-        isinstance(pairs, (list, tuple)) and pairs and isinstance(pairs[0], (str, os.PathLike))
-    ):
-        return ParallelCorpus.from_tsv(pairs)
-    raise ValueError(
-        "`pairs` must be a ParallelCorpus or the path(s) of a TSV file of source<TAB>target "
-        f"lines, got {type(pairs).__name__}."
-    )
 
 
 def _translator(

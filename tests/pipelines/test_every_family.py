@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from lmpipe import pipelines
+from lmpipe.cli import main
 from lmpipe.datasets.corpus import TextCorpus
 from lmpipe.datasets.parallel_text import ParallelCorpus
 from lmpipe.datasets.seq2seq_examples import TARGET_TOKENS
@@ -186,10 +187,29 @@ def families(corpus, tokenizer, translation_tokenizer):
 
 FAMILIES = ["bert", "albert", "xlnet", "gpt", "elmo", "translation", "classifier", "word2vec"]
 
+# What `lmpipe predict` gets from each family, and what it must print: the Python method's
+# result on the same text (None: the family has nothing to predict from text).
+PREDICT = {
+    "bert": ("to be or not to [MASK]", lambda pipe, text: pipe.fill_mask([text], top_k=3)[0]),
+    "albert": ("to be or not to [MASK]", lambda pipe, text: pipe.fill_mask([text], top_k=3)[0]),
+    "xlnet": None,
+    "gpt": ("to be or", lambda pipe, text: pipe.generate([text], max_new_tokens=4)[0]),
+    "elmo": None,
+    "translation": (
+        "In the beginning",
+        lambda pipe, text: pipe.translate([text], beam_width=2)[0],
+    ),
+    "classifier": ("to be or not", lambda pipe, text: pipe.classify([text])[0]),
+    "word2vec": (
+        "the",
+        lambda pipe, text: [list(pair) for pair in pipe.most_similar(text, topn=3)],
+    ),
+}
+
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_family_goes_through_the_same_scenario(
-    family, corpus, tokenizer, translation_tokenizer, tmp_path
+    family, corpus, tokenizer, translation_tokenizer, tmp_path, capsys
 ):
     make, data, fit_arguments = families(corpus, tokenizer, translation_tokenizer)[family]
     pipe = make()
@@ -216,6 +236,21 @@ def test_every_family_goes_through_the_same_scenario(
     with pytest.raises(ValueError, match="describes a"):
         other = pipelines.Word2Vec if family != "word2vec" else pipelines.GptPretraining
         other.load(str(tmp_path / "pipeline"))
+
+    predict = ["predict", str(tmp_path / "pipeline"), "--json", "--top-k", "3"]
+    predict += ["--max-new-tokens", "4", "--beam-width", "2"]
+    if PREDICT[family] is None:
+        with pytest.raises(SystemExit, match="has nothing to predict from text"):
+            main([*predict, "some text"])
+    else:
+        text, expected = PREDICT[family]
+        capsys.readouterr()
+        assert main([*predict, text]) == 0
+        printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        result = printed.pop("text") == text and next(iter(printed.values()))
+        if family == "classifier":
+            result = result["label"]
+        assert result == expected(loaded, text)
 
     path = loaded.export(str(tmp_path / "serving"))
     served = subprocess.run(

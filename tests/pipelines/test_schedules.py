@@ -2,7 +2,12 @@ import keras
 import numpy as np
 import pytest
 
-from lmpipe.pipelines.schedules import TransformerSchedule
+from lmpipe.pipelines.schedules import (
+    TransformerSchedule,
+    WarmupLinearDecay,
+    adamw,
+    seq2seq_optimizer,
+)
 
 
 def paper_learning_rate(step_num, d_model, warmup, factor=1.0):
@@ -44,3 +49,81 @@ def test_transformer_schedule_serializes_and_drives_adam():
 def test_transformer_schedule_rejects_bad_arguments(arguments):
     with pytest.raises(ValueError, match="must be a positive"):
         TransformerSchedule(**arguments)
+
+
+def bert_learning_rate(step, peak, warmup, total, end=0.0):
+    if step < warmup:
+        return peak * step / warmup
+    return end + (peak - end) * max(total - step, 0) / (total - warmup)
+
+
+def test_warmup_linear_decay_matches_berts_schedule():
+    schedule = WarmupLinearDecay(1e-4, warmup_steps=10, total_steps=100, end_learning_rate=1e-6)
+    steps = np.array([0, 1, 5, 9, 10, 11, 50, 99, 100, 150])
+    values = keras.ops.convert_to_numpy(schedule(steps))
+    expected = [bert_learning_rate(s, 1e-4, 10, 100, 1e-6) for s in steps]
+    np.testing.assert_allclose(values, expected, rtol=1e-5, atol=1e-12)
+    assert values[0] == 0.0  # the first update of a warmup does nothing
+    np.testing.assert_allclose(values[4], 1e-4, rtol=1e-6)  # the peak at warmup_steps
+    np.testing.assert_allclose(values[-2:], 1e-6, rtol=1e-5)  # floored at the end rate
+
+
+def test_warmup_linear_decay_without_warmup_starts_at_the_peak_and_serializes():
+    schedule = WarmupLinearDecay(2e-3, warmup_steps=0, total_steps=4)
+    values = keras.ops.convert_to_numpy(schedule(np.arange(6)))
+    np.testing.assert_allclose(values, [2e-3, 1.5e-3, 1e-3, 5e-4, 0.0, 0.0], rtol=1e-6)
+    restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(schedule))
+    assert restored.get_config() == schedule.get_config()
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (dict(peak_learning_rate=0.0), "`learning_rate` must be a positive"),
+        (dict(peak_learning_rate=float("nan")), "`learning_rate` must be a positive"),
+        (dict(warmup_steps=-1), "`warmup_steps` must be an integer >= 0"),
+        (dict(total_steps=0), "`total_steps` must be a positive integer"),
+        (dict(warmup_steps=11, total_steps=10), "warmup_steps=11, total_steps=10"),
+        (dict(end_learning_rate=-1e-5), "`end_learning_rate` must be a finite number >= 0"),
+    ],
+)
+def test_warmup_linear_decay_rejects_bad_arguments(arguments, message):
+    arguments = dict(peak_learning_rate=1e-4, warmup_steps=1, total_steps=10) | arguments
+    with pytest.raises(ValueError, match=message):
+        WarmupLinearDecay(**arguments)
+
+
+def test_adamw_decays_weights_but_not_biases_or_layer_norm():
+    inputs = keras.Input((3,))
+    outputs = keras.layers.LayerNormalization()(keras.layers.Dense(2)(inputs))
+    model = keras.Model(inputs, outputs)
+    before = [np.array(v) for v in model.trainable_variables]
+    optimizer = adamw(1e-2, total_steps=10, warmup_steps=0, weight_decay=0.1, clipnorm=1.0)
+    assert (optimizer.beta_1, optimizer.beta_2, optimizer.epsilon) == (0.9, 0.999, 1e-6)
+    assert optimizer.global_clipnorm == 1.0
+    gradients = [np.full(v.shape, 0.5, "float32") for v in model.trainable_variables]
+    optimizer.apply_gradients(zip(gradients, model.trainable_variables, strict=True))
+    # The first Adam step moves every weight by the learning rate (m / sqrt(v) = 1 for a
+    # constant gradient); AdamW first shrinks the decayed ones by lr * weight_decay.
+    for variable, old in zip(model.trainable_variables, before, strict=True):
+        decayed = variable.path.endswith("kernel")
+        expected = old * (1 - 1e-2 * 0.1) if decayed else old
+        np.testing.assert_allclose(np.array(variable), expected - 1e-2, rtol=1e-4, atol=1e-6)
+    assert {v.path.rsplit("/", 1)[-1] for v in model.trainable_variables} == {
+        "kernel",
+        "bias",
+        "gamma",
+        "beta",
+    }
+
+
+def test_seq2seq_optimizer_warms_up_the_transformer_and_keeps_rnns_constant():
+    short = seq2seq_optimizer(transformer_width=64)(total_steps=1000)
+    assert isinstance(short._learning_rate, TransformerSchedule)
+    assert short._learning_rate.warmup_steps == 100  # 10% of a run under 40,000 steps
+    assert (short.beta_2, short.epsilon, short.global_clipnorm) == (0.98, 1e-9, 1.0)
+    long = seq2seq_optimizer(64, learning_rate=2.0, clipnorm=None)(total_steps=100_000)
+    assert long._learning_rate.get_config() == {"d_model": 64, "warmup_steps": 4000, "factor": 2.0}
+    rnn = seq2seq_optimizer(None, learning_rate=5e-4)(total_steps=10)
+    np.testing.assert_allclose(float(rnn.learning_rate), 5e-4, rtol=1e-6)
+    assert float(seq2seq_optimizer()(total_steps=10).learning_rate) == np.float32(1e-3)
