@@ -386,6 +386,13 @@ def _predict(arguments):
             f"error: {arguments.run_dir} is neither a saved pipeline (no pipeline.json) nor a run "
             "directory holding one in pipeline/"
         )
+    for flag, value in (
+        ("--top-k", arguments.top_k),
+        ("--max-new-tokens", arguments.max_new_tokens),
+        ("--beam-width", arguments.beam_width),
+    ):
+        if value < 1:
+            raise SystemExit(f"error: {flag} must be a positive integer, got {value}")
     texts = arguments.texts or [line.rstrip("\n") for line in sys.stdin if line.strip()]
     if not texts:
         raise SystemExit("error: no text to predict: give texts as arguments or on stdin")
@@ -400,7 +407,7 @@ def _predict(arguments):
         results = PREDICTIONS[task](pipe, texts, arguments)
     except (KeyError, ValueError) as error:
         message = error.args[0] if isinstance(error, KeyError) and error.args else error
-        raise SystemExit(f"error: {message}") from None
+        raise SystemExit(f"error: {_as_flags(str(message))}") from None
     for text, result in zip(texts, results, strict=True):
         if arguments.json:
             print(json.dumps({"text": text, task: result}, ensure_ascii=False))

@@ -236,3 +236,53 @@ def test_a_non_finite_loss_ends_pretrain_with_an_error_and_nothing_exported(tmp_
     with pytest.raises(FloatingPointError, match="Training stopped at step [2-4]: the loss is"):
         main(command)
     assert not (tmp_path / "pipeline").exists() and not (tmp_path / "serving").exists()
+
+
+@pytest.fixture(scope="module")
+def word2vec_run(tmp_path_factory):
+    """A run directory holding a small word2vec pipeline in `pipeline/`."""
+    from lmpipe.datasets import TextCorpus
+    from lmpipe.pipelines import Word2Vec
+
+    sentences = ["the king and the queen", "a king rules", "the queen rules", "to be or not"]
+    pipe = Word2Vec(vector_size=8, window=2, min_count=1, seed=0)
+    pipe.fit(TextCorpus.from_documents([sentences] * 20), epochs=1, verbose=0)
+    run = tmp_path_factory.mktemp("word2vec_run")
+    pipe.save(str(run / "pipeline"))
+    return run, pipe
+
+
+def test_predict_reads_a_run_directory_and_texts_from_arguments_or_stdin(
+    word2vec_run, capsys, monkeypatch
+):
+    import io
+
+    from lmpipe.cli import main
+
+    run, pipe = word2vec_run
+    expected = pipe.most_similar("king", topn=2)
+    # The options before or after the texts; the run directory or the pipeline in it.
+    assert main(["predict", str(run), "--top-k", "2", "king", "queen"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0] == "king: " + ", ".join(f"{word} {score:.3f}" for word, score in expected)
+    assert lines[1].startswith("queen: ") and len(lines) == 2
+    monkeypatch.setattr("sys.stdin", io.StringIO("king\n\nqueen\n"))
+    assert main(["predict", str(run / "pipeline"), "--json", "--top-k", "2"]) == 0
+    printed = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
+    assert [line["text"] for line in printed] == ["king", "queen"]
+    assert printed[0]["most_similar"] == [list(pair) for pair in expected]
+
+
+def test_predict_errors_are_one_line_naming_the_flag_or_the_word(word2vec_run, tmp_path):
+    from lmpipe.cli import main
+
+    run, _ = word2vec_run
+    with pytest.raises(SystemExit, match="neither a saved pipeline .* nor a run directory"):
+        main(["predict", str(tmp_path), "king"])
+    with pytest.raises(SystemExit, match="--top-k must be a positive integer, got 0"):
+        main(["predict", str(run), "king", "--top-k", "0"])
+    with pytest.raises(SystemExit, match="Word 'emperor' is not in the vocabulary"):
+        main(["predict", str(run), "emperor"])
+    with pytest.raises(SystemExit) as raised:
+        main(["predict", str(run), "king", "--colour", "red"])
+    assert raised.value.code == 2  # argparse's usage error, naming the flag on stderr
