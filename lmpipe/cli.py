@@ -12,6 +12,7 @@ lmpipe summarize bert --preset base
 import argparse
 import json
 import os
+import re
 import sys
 
 PRESETS = {
@@ -258,7 +259,7 @@ def _pretrain(arguments):
     print(corpus.describe() if hasattr(corpus, "describe") else corpus)
     tokenizer = _tokenizer(arguments, corpus, chief=is_chief(strategy))
     pipe = _pipeline(arguments, tokenizer)
-    pipe.fit(
+    history = pipe.fit(
         corpus,
         batch_size=arguments.batch_size,
         epochs=arguments.epochs,
@@ -282,10 +283,24 @@ def _pretrain(arguments):
         "Evaluation on 10 batches: "
         + ", ".join(f"{name} {value:.4f}" for name, value in sorted(metrics.items()))
     )
-    if not arguments.no_export:
-        export_dir = arguments.export_dir or os.path.join(arguments.out, "serving")
-        print(f"Exported for TensorFlow Serving: {pipe.export(export_dir)}")
+    _export_once(pipe, arguments, trained=bool(history.history))
     return 0
+
+
+def _export_once(pipe, arguments, trained):
+    """Export to `--export-dir` (default OUT/serving), unless `--no-export`, or the run had
+    finished before this command (a rerun) and its export is there already."""
+    if arguments.no_export:
+        return
+    from lmpipe.serving.versions import model_versions
+
+    export_dir = arguments.export_dir or os.path.join(arguments.out, "serving")
+    exported = model_versions(export_dir)
+    if not trained and exported:
+        latest = os.path.join(export_dir, exported[max(exported)])
+        print(f"The run had finished before; its export stands: {latest}")
+        return
+    print(f"Exported for TensorFlow Serving: {pipe.export(export_dir)}")
 
 
 def _save_after_fit(pipe, strategy, directory):
@@ -355,7 +370,7 @@ def _finetune(arguments):
             labels=splits.class_names,
             seed=arguments.seed,
         )
-    classifier.fit(
+    history = classifier.fit(
         splits.train,
         batch_size=arguments.batch_size,
         epochs=arguments.epochs,
@@ -369,9 +384,7 @@ def _finetune(arguments):
         return 0
     metrics = classifier.evaluate(splits.test, batch_size=arguments.batch_size)
     print("Test split: " + ", ".join(f"{k} {v:.4f}" for k, v in sorted(metrics.items())))
-    if not arguments.no_export:
-        export_dir = arguments.export_dir or os.path.join(arguments.out, "serving")
-        print(f"Exported for TensorFlow Serving: {classifier.export(export_dir)}")
+    _export_once(classifier, arguments, trained=bool(history.history))
     return 0
 
 
@@ -518,15 +531,29 @@ def _add_training_options(parser, batch_default, learning_rate):
     parser.add_argument("--no-export", action="store_true", help="skip the export")
 
 
+class _Help(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """Descriptions as written, and every flag's default in its help."""
+
+
 def build_parser():
     """The argument parser of the `lmpipe` command."""
-    parser = argparse.ArgumentParser(
-        prog="lmpipe", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    from lmpipe import __version__
+
+    parser = argparse.ArgumentParser(prog="lmpipe", description=__doc__, formatter_class=_Help)
+    parser.add_argument("--version", action="version", version=f"lmpipe {__version__}")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--verbose", action="store_true", help="show TensorFlow's native start-up log lines"
+    )
+    common.add_argument(
+        "--debug", action="store_true", help="show the Python traceback of an error"
     )
     commands = parser.add_subparsers(dest="command", required=True)
 
     pretrain = commands.add_parser(
         "pretrain",
+        parents=[common],
+        formatter_class=_Help,
         help="pretrain BERT, ALBERT or XLNet, then save and export",
         description="Pretrain on --corpus (default: the bundled Shakespeare plays). Running the "
         "same command again after an interruption resumes from the last checkpoint.",
@@ -575,7 +602,10 @@ def build_parser():
     pretrain.set_defaults(run=_pretrain)
 
     finetune = commands.add_parser(
-        "finetune", help="fine-tune a text classifier (demo: a Shakespeare speech's genre)"
+        "finetune",
+        parents=[common],
+        formatter_class=_Help,
+        help="fine-tune a text classifier (demo: a Shakespeare speech's genre)",
     )
     finetune.add_argument(
         "--pretrained",
@@ -588,7 +618,12 @@ def build_parser():
     _add_training_options(finetune, batch_default=32, learning_rate=5e-5)
     finetune.set_defaults(run=_finetune)
 
-    export = commands.add_parser("export", help="export a saved pipeline for TF Serving")
+    export = commands.add_parser(
+        "export",
+        parents=[common],
+        formatter_class=_Help,
+        help="export a saved pipeline for TF Serving",
+    )
     export.add_argument("pipeline", help="directory written by pipe.save()")
     export.add_argument("base_dir", help="TF Serving model base directory")
     export.add_argument("--version", type=int, default=None)
@@ -597,6 +632,8 @@ def build_parser():
 
     predict = commands.add_parser(
         "predict",
+        parents=[common],
+        formatter_class=_Help,
         help="run a saved pipeline on texts: fill-mask, classify, generate, translate, "
         "most similar words",
         description="Runs what the pipeline does with text: BERT and ALBERT fill each [MASK], "
@@ -620,7 +657,12 @@ def build_parser():
     predict.add_argument("--json", action="store_true", help="one JSON object a text")
     predict.set_defaults(run=_predict)
 
-    summarize = commands.add_parser("summarize", help="build a model and print its layers")
+    summarize = commands.add_parser(
+        "summarize",
+        parents=[common],
+        formatter_class=_Help,
+        help="build a model and print its layers",
+    )
     summarize.add_argument("model", choices=["bert", "albert", "xlnet"])
     summarize.add_argument("--preset", default="base")
     summarize.set_defaults(run=_summarize)
@@ -646,7 +688,44 @@ def main(argv=None):
             raise SystemExit("error: --objective is for bert and albert; xlnet is a permutation LM")
         if arguments.model != "xlnet" and (arguments.reuse_len, arguments.mem_len) != (None, None):
             raise SystemExit("error: --reuse-len and --mem-len are for xlnet")
-    return arguments.run(arguments)
+    if argv is None and not arguments.verbose:
+        # Run as the command (not called from Python): before TensorFlow starts.
+        from lmpipe.console import hide_native_logs
+
+        hide_native_logs()
+    try:
+        return arguments.run(arguments)
+    except KeyboardInterrupt:
+        if arguments.debug:
+            raise
+        print(_interrupted(arguments), file=sys.stderr)
+        return 130
+    except Exception as error:  # noqa: BLE001  (every error is one line without --debug)
+        if arguments.debug:
+            raise
+        message = error.args[0] if isinstance(error, KeyError) and error.args else error
+        raise SystemExit(
+            f"error: {_as_flags(str(message))} ({type(error).__name__}; --debug shows where)"
+        ) from None
+
+
+def _interrupted(arguments):
+    """What Ctrl-C (or SIGINT) prints: where a rerun of the same command goes on from."""
+    out = getattr(arguments, "out", None)
+    if arguments.command not in ("pretrain", "finetune") or out is None:
+        return "interrupted"
+    checkpoints = os.path.join(out, "checkpoints")
+    steps = [
+        int(match.group(1))
+        for name in (os.listdir(checkpoints) if os.path.isdir(checkpoints) else [])
+        if (match := re.fullmatch(r"ckpt-(\d+)\.index", name))
+    ]
+    if not steps:
+        return "interrupted before the first checkpoint; run the same command to start again"
+    return (
+        f"interrupted; the last checkpoint is step {max(steps)} ({checkpoints}); run the same "
+        "command to resume from it"
+    )
 
 
 if __name__ == "__main__":

@@ -30,6 +30,12 @@ def test_pretrain_xlnet_saves_evaluates_and_exports(tmp_path):
     assert options["reuse_len"] == 16 and options["mem_len"] == 16
     assert os.path.isfile(out / "serving" / "1" / "saved_model.pb")
     assert (out / "checkpoints").is_dir()
+    # The same command again: nothing to train, and no second export of the same weights.
+    rerun = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert "Training already finished: 4 of 4 steps" in rerun.stdout
+    assert f"its export stands: {out / 'serving' / '1'}" in rerun.stdout
+    assert sorted(os.listdir(out / "serving")) == ["1"]
 
 
 @pytest.mark.slow
@@ -286,3 +292,97 @@ def test_predict_errors_are_one_line_naming_the_flag_or_the_word(word2vec_run, t
     with pytest.raises(SystemExit) as raised:
         main(["predict", str(run), "king", "--colour", "red"])
     assert raised.value.code == 2  # argparse's usage error, naming the flag on stderr
+
+
+def test_help_and_version_do_not_start_tensorflow_and_help_shows_defaults():
+    code = (
+        "import contextlib, io, sys\n"
+        "from lmpipe.cli import main\n"
+        "for argv in (['pretrain', '--help'], ['--version']):\n"
+        "    out = io.StringIO()\n"
+        "    with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):\n"
+        "        main(argv)\n"
+        "    print(out.getvalue())\n"
+        "print('tensorflow' in sys.modules)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "False"
+    assert "--steps STEPS         training steps in all (default: 200)" in result.stdout
+    assert "--verbose" in result.stdout and "--debug" in result.stdout
+    assert re.search(r"^lmpipe \d+\.\d+\.\d+$", result.stdout, re.MULTILINE)
+
+
+def test_the_native_log_filter_drops_tensorflow_lines_and_passes_the_rest():
+    code = (
+        "import os, sys\n"
+        "from lmpipe.console import hide_native_logs\n"
+        "hide_native_logs()\n"
+        "os.write(2, b'WARNING: All log messages before absl::InitializeLog() is called are"
+        " written to STDERR\\n')\n"
+        "os.write(2, b'I0000 00:00:1795619554.299362   24929 port.cc:153] oneDNN custom\\n')\n"
+        "os.write(2, b'E0000 00:00:1795619556.637205   24929 cuda_platform.cc:52] cuInit\\nkept')\n"
+        "os.write(2, b' line\\n')\n"
+        "print('python message', file=sys.stderr)\n"
+        "raise SystemExit('error: the last words')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 1
+    assert result.stderr == "kept line\npython message\nerror: the last words\n"
+
+
+def test_errors_are_one_line_and_debug_shows_the_traceback(monkeypatch):
+    import lmpipe.cli
+    from lmpipe.cli import main
+
+    def fails(arguments):
+        raise ValueError("`seq_len` is too long for this model.")
+
+    monkeypatch.setattr(lmpipe.cli, "_summarize", fails)
+    with pytest.raises(SystemExit) as raised:
+        main(["summarize", "bert"])
+    assert str(raised.value.code) == (
+        "error: --seq-len is too long for this model. (ValueError; --debug shows where)"
+    )
+    with pytest.raises(ValueError, match="too long"):
+        main(["summarize", "bert", "--debug"])
+
+
+def test_an_interrupt_says_which_checkpoint_a_rerun_resumes_from(tmp_path, monkeypatch, capsys):
+    import lmpipe.cli
+    from lmpipe.cli import main
+
+    def interrupted(arguments):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(lmpipe.cli, "_pretrain", interrupted)
+    assert main(["pretrain", "bert", "--out", str(tmp_path)]) == 130
+    assert "interrupted before the first checkpoint" in capsys.readouterr().err
+    (tmp_path / "checkpoints").mkdir()
+    for step in (40, 200, 120):
+        (tmp_path / "checkpoints" / f"ckpt-{step}.index").write_bytes(b"")
+    assert main(["pretrain", "bert", "--out", str(tmp_path)]) == 130
+    assert capsys.readouterr().err.strip() == (
+        f"interrupted; the last checkpoint is step 200 ({tmp_path / 'checkpoints'}); run the "
+        "same command to resume from it"
+    )
+
+
+def test_the_command_hides_tensorflows_start_up_lines_and_ends_errors_in_one_line(word2vec_run):
+    from lmpipe.console import NATIVE_LOG_LINE
+
+    run, pipe = word2vec_run
+    command = [sys.executable, "-m", "lmpipe.cli", "predict", str(run), "--top-k", "1"]
+    result = subprocess.run([*command, "king"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"king: {pipe.most_similar('king', topn=1)[0][0]} ")
+    assert not [line for line in result.stderr.splitlines() if NATIVE_LOG_LINE.match(line.encode())]
+    failed = subprocess.run([*command, "emperor"], capture_output=True, text=True, timeout=300)
+    assert failed.returncode == 1
+    assert failed.stderr.strip().splitlines() == [
+        f"error: Word 'emperor' is not in the vocabulary ({len(pipe.vocabulary)} words)."
+    ]

@@ -257,6 +257,11 @@ def _resume_and_fit(
                 f"{checkpoint.directory!r}."
             )
         return history
+    if steps_done and verbose:
+        print(
+            f"Resuming from step {steps_done} of {total_steps}, the latest checkpoint in "
+            f"{checkpoint.directory!r}."
+        )
 
     # The loss check goes first: it stops training before any callback, a checkpoint in
     # particular, sees the weights a non-finite step left.

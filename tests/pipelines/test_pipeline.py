@@ -91,3 +91,24 @@ def test_validation_data_is_evaluated_at_every_epoch(comedies, bert_tokenizer):
     assert len(losses) == 2 and all(np.isfinite(losses))
     results = pipe.evaluate(comedies, batch_size=4)  # one pass, as validation runs it
     assert results["next_token_loss"] == pytest.approx(losses[-1], rel=1e-5)
+
+
+def test_a_resumed_fit_says_where_it_resumes_and_a_finished_one_trains_nothing(
+    comedies, bert_tokenizer, tmp_path, capsys
+):
+    config = GptConfig.tiny(vocabulary_size=bert_tokenizer.vocabulary_size, hidden_dim=16)
+    arguments = dict(batch_size=4, steps_per_epoch=2, checkpoint_dir=str(tmp_path), verbose=1)
+    pipelines.GptPretraining(bert_tokenizer, config, seq_len=16, seed=0).fit(
+        comedies, epochs=1, **arguments
+    )
+    assert "Resuming" not in capsys.readouterr().out
+    resumed = pipelines.GptPretraining(bert_tokenizer, config, seq_len=16, seed=0)
+    history = resumed.fit(comedies, epochs=3, **arguments)
+    assert (
+        f"Resuming from step 2 of 6, the latest checkpoint in {str(tmp_path)!r}."
+        in capsys.readouterr().out
+    )
+    assert len(history.history["loss"]) == 2  # the two epochs left
+    finished = pipelines.GptPretraining(bert_tokenizer, config, seq_len=16, seed=0)
+    assert finished.fit(comedies, epochs=3, **arguments).history == {}
+    assert "Training already finished: 6 of 6 steps" in capsys.readouterr().out
