@@ -1,6 +1,7 @@
 """The `Pipeline` base: one loader for every family, checks before any data is read, seeding
 that leaves the caller's random state alone, and validation during `fit`."""
 
+import itertools
 import json
 import random
 
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 
 from lmpipe import pipelines
+from lmpipe.datasets.corpus import TextCorpus
 from lmpipe.datasets.wordpiece import WordPieceTokenizer
 from lmpipe.models.gpt import GptConfig
 from lmpipe.pipelines.saved_pipeline import PIPELINE_FILE
@@ -84,12 +86,14 @@ def test_seeded_builds_the_same_weights_and_gives_the_caller_its_random_state_ba
 def test_validation_data_is_evaluated_at_every_epoch(comedies, bert_tokenizer):
     config = GptConfig.tiny(vocabulary_size=bert_tokenizer.vocabulary_size, hidden_dim=16)
     pipe = pipelines.GptPretraining(bert_tokenizer, config, seq_len=16, seed=0)
+    documents = itertools.islice(comedies.iter_documents(), 3)
+    held_out = TextCorpus.from_documents([document[:20] for document in documents])
     history = pipe.fit(
-        comedies, batch_size=4, epochs=2, steps_per_epoch=2, validation=comedies, verbose=0
+        comedies, batch_size=4, epochs=2, steps_per_epoch=2, validation=held_out, verbose=0
     )
     losses = history.history["val_next_token_loss"]
     assert len(losses) == 2 and all(np.isfinite(losses))
-    results = pipe.evaluate(comedies, batch_size=4)  # one pass, as validation runs it
+    results = pipe.evaluate(held_out, batch_size=4)  # one pass, as validation runs it
     assert results["next_token_loss"] == pytest.approx(losses[-1], rel=1e-5)
 
 
