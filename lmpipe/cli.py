@@ -26,6 +26,20 @@ PRESETS = {
 DEFAULT_PRESETS = {"bert": "mini", "albert": "tiny", "xlnet": "tiny", "gpt": "tiny", "elmo": "tiny"}
 PAIR_MODELS = ("bert", "albert")
 """The models with a sentence-pair objective (`--objective`)."""
+WORD2VEC_FLAGS = ("--method", "--vector-size", "--window", "--min-count", "--negative")
+NOT_FOR_WORD2VEC = (
+    "--steps",
+    "--vocab",
+    "--vocab-size",
+    "--preset",
+    "--objective",
+    "--reuse-len",
+    "--mem-len",
+    "--seq-len",
+    "--checkpoint-every",
+    "--mixed-precision",
+    "--xla",
+)
 
 
 def _strategy(name):
@@ -210,6 +224,13 @@ _OPTION_FLAGS = {
     "batch_size": "--batch-size",
     "learning_rate": "--learning-rate",
     "checkpoint_every": "--checkpoint-every",
+    "method": "--method",
+    "vector_size": "--vector-size",
+    "window": "--window",
+    "min_count": "--min-count",
+    "negative": "--negative",
+    "alpha": "--learning-rate",
+    "epochs": "--epochs",
 }
 
 
@@ -269,6 +290,8 @@ def _pipeline(arguments, tokenizer):
 
 def _pretrain(arguments):
     strategy = _strategy(arguments.strategy)
+    if arguments.model == "word2vec":
+        return _pretrain_word2vec(arguments, strategy)
     _check_pretrain_arguments(arguments, strategy)
     from lmpipe.pipelines.distribution import is_chief
 
@@ -300,6 +323,43 @@ def _pretrain(arguments):
         "Evaluation on 10 batches: "
         + ", ".join(f"{name} {value:.4f}" for name, value in sorted(metrics.items()))
     )
+    _export_once(pipe, arguments, trained=bool(history.history))
+    return 0
+
+
+def _pretrain_word2vec(arguments, strategy):
+    from lmpipe.pipelines import Word2Vec
+
+    names = ("method", "vector_size", "window", "min_count", "negative")
+    options = {name: getattr(arguments, name) for name in names}
+    options["alpha"] = arguments.learning_rate
+    options = {name: value for name, value in options.items() if value is not None}
+    if arguments.epochs < 1:
+        raise SystemExit(f"error: --epochs must be positive, got --epochs {arguments.epochs}")
+    try:
+        if arguments.batch_size is not None:
+            from lmpipe.pipelines.distribution import per_replica_batch_size
+
+            per_replica_batch_size(strategy, arguments.batch_size)
+        pipe = Word2Vec(seed=arguments.seed, lower_case=not arguments.cased, **options)
+    except ValueError as error:
+        raise SystemExit(f"error: {_as_flags(str(error))}") from None
+    corpus = _corpus(arguments.corpus, arguments.format, arguments.max_line_bytes)
+    print(corpus.describe() if hasattr(corpus, "describe") else corpus)
+    history = pipe.fit(
+        corpus,
+        batch_size=arguments.batch_size,
+        epochs=arguments.epochs,
+        strategy=strategy,
+        checkpoint_dir=os.path.join(arguments.out, "checkpoints"),
+    )
+    pipeline_dir = os.path.join(arguments.out, "pipeline")
+    pipe = _save_after_fit(pipe, strategy, pipeline_dir)
+    if pipe is None:
+        return 0
+    print(f"Saved the pipeline to {pipeline_dir} ({len(pipe.vocabulary):,} words)")
+    metrics = pipe.evaluate(corpus, steps=10)
+    print("Evaluation on 10 batches: " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
     _export_once(pipe, arguments, trained=bool(history.history))
     return 0
 
@@ -534,7 +594,13 @@ def _summarize(arguments):
     return 0
 
 
-def _add_training_options(parser, batch_default, learning_rate):
+def _add_training_options(
+    parser,
+    batch_default,
+    learning_rate,
+    batch_help="global batch size",
+    learning_rate_help="peak learning rate",
+):
     parser.add_argument("--out", required=True, help="run directory (checkpoints, logs, ...)")
     parser.add_argument(
         "--strategy",
@@ -542,10 +608,16 @@ def _add_training_options(parser, batch_default, learning_rate):
         choices=["none", "mirrored", "multi_worker"],
         help="tf.distribute strategy; multi_worker reads TF_CONFIG",
     )
-    parser.add_argument("--batch-size", type=int, default=batch_default, help="global batch size")
-    parser.add_argument("--learning-rate", type=float, default=learning_rate)
-    parser.add_argument("--seq-len", type=int, default=128)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--batch-size", type=int, default=batch_default, help=batch_help)
+    parser.add_argument(
+        "--learning-rate", type=float, default=learning_rate, help=learning_rate_help
+    )
+    parser.add_argument(
+        "--seq-len", type=int, default=128, help="tokens per example, special tokens included"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the data order, masks and initial weights"
+    )
     parser.add_argument(
         "--export-dir", default=None, help="TF Serving base directory (default: OUT/serving)"
     )
@@ -553,7 +625,14 @@ def _add_training_options(parser, batch_default, learning_rate):
 
 
 class _Help(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """Descriptions as written, and every flag's default in its help."""
+    """Descriptions as written, and every flag's default in its help (unless the help says
+    it, or there is none to say: None, or off for a switch)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if action.default is None or action.default is False or "default" in text:
+            return text
+        return super()._get_help_string(action)
 
 
 def build_parser():
@@ -579,9 +658,16 @@ def build_parser():
         description="Pretrain on --corpus (default: the bundled Shakespeare plays). Running the "
         "same command again after an interruption resumes from the last checkpoint.",
     )
-    pretrain.add_argument("model", choices=list(PRESETS))
+    pretrain.add_argument("model", choices=[*PRESETS, "word2vec"])
     pretrain.add_argument("--corpus", default=None, help="file glob (default: Shakespeare)")
-    pretrain.add_argument("--format", default="auto", choices=["auto", "bert", "prose", "jsonl"])
+    pretrain.add_argument(
+        "--format",
+        default="auto",
+        choices=["auto", "bert", "prose", "jsonl"],
+        help="corpus format: bert (a sentence a line, documents split by blank lines), prose "
+        "(paragraphs split into sentences), jsonl (a 'text' field), or auto (jsonl for .jsonl "
+        "and .json files, bert for others)",
+    )
     pretrain.add_argument(
         "--max-line-bytes",
         type=int,
@@ -589,7 +675,9 @@ def build_parser():
         help="longest corpus line accepted, in bytes (default 10 MiB)",
     )
     pretrain.add_argument("--vocab", default=None, help="a BERT vocab.txt instead of learning one")
-    pretrain.add_argument("--vocab-size", type=int, default=8000)
+    pretrain.add_argument(
+        "--vocab-size", type=int, default=8000, help="WordPiece vocabulary to learn"
+    )
     pretrain.add_argument("--cased", action="store_true", help="keep case and accents")
     pretrain.add_argument(
         "--preset",
@@ -613,14 +701,41 @@ def build_parser():
     pretrain.add_argument(
         "--mem-len", type=int, default=None, help="xlnet: cached states (default reuse-len)"
     )
-    pretrain.add_argument("--steps", type=int, default=200, help="training steps in all")
-    pretrain.add_argument("--epochs", type=int, default=2, help="epochs the steps divide into")
-    pretrain.add_argument("--checkpoint-every", type=int, default=50)
     pretrain.add_argument(
-        "--mixed-precision", default=None, choices=["mixed_bfloat16", "mixed_float16"]
+        "--steps", type=int, default=None, help="training steps in all (default: 200)"
+    )
+    pretrain.add_argument(
+        "--epochs",
+        type=int,
+        default=None,
+        help="epochs the steps divide into (default: 2); word2vec: passes over the corpus "
+        "(default: 5)",
+    )
+    for flag, kind, text in (
+        ("--method", str, "skipgram or cbow (default: skipgram)"),
+        ("--vector-size", int, "dimension of the vectors (default: 100)"),
+        ("--window", int, "largest distance of a context word (default: 5)"),
+        ("--min-count", int, "rarer words are left out (default: 5)"),
+        ("--negative", int, "noise words per example (default: 5)"),
+    ):
+        pretrain.add_argument(flag, type=kind, default=None, help=f"word2vec: {text}")
+    pretrain.add_argument(
+        "--checkpoint-every", type=int, default=50, help="steps between checkpoints"
+    )
+    pretrain.add_argument(
+        "--mixed-precision",
+        default=None,
+        choices=["mixed_bfloat16", "mixed_float16"],
+        help="compute in bfloat16 or float16, keep float32 weights (default: float32)",
     )
     pretrain.add_argument("--xla", action="store_true", help="XLA-compile the train step")
-    _add_training_options(pretrain, batch_default=32, learning_rate=5e-4)
+    _add_training_options(
+        pretrain,
+        batch_default=None,
+        learning_rate=None,
+        batch_help="global batch size (default: 32; word2vec: the method's)",
+        learning_rate_help="peak learning rate (default: 5e-4; word2vec: alpha, 0.025)",
+    )
     pretrain.set_defaults(run=_pretrain)
 
     finetune = commands.add_parser(
@@ -634,9 +749,11 @@ def build_parser():
         required=True,
         help="a saved pretraining pipeline, or a Hugging Face BERT folder",
     )
-    finetune.add_argument("--genres", default="comedies,histories")
-    finetune.add_argument("--epochs", type=int, default=2)
-    finetune.add_argument("--steps-per-epoch", type=int, default=100)
+    finetune.add_argument(
+        "--genres", default="comedies,histories", help="the Shakespeare genres to tell apart"
+    )
+    finetune.add_argument("--epochs", type=int, default=2, help="epochs of fine-tuning")
+    finetune.add_argument("--steps-per-epoch", type=int, default=100, help="steps per epoch")
     _add_training_options(finetune, batch_default=32, learning_rate=5e-5)
     finetune.set_defaults(run=_finetune)
 
@@ -648,8 +765,10 @@ def build_parser():
     )
     export.add_argument("pipeline", help="directory written by pipe.save()")
     export.add_argument("base_dir", help="TF Serving model base directory")
-    export.add_argument("--version", type=int, default=None)
-    export.add_argument("--overwrite", action="store_true")
+    export.add_argument(
+        "--version", type=int, default=None, help="version number (default: the next one)"
+    )
+    export.add_argument("--overwrite", action="store_true", help="replace an existing --version")
     export.set_defaults(run=_export)
 
     predict = commands.add_parser(
@@ -691,6 +810,44 @@ def build_parser():
     return parser
 
 
+def _resolve_pretrain_flags(arguments, argv):
+    """Check which flags go with `arguments.model` and fill the defaults that depend on it."""
+    given = {argument.split("=", 1)[0] for argument in argv if argument.startswith("--")}
+    model = arguments.model
+    if model == "word2vec":
+        wrong = [flag for flag in NOT_FOR_WORD2VEC if flag in given]
+        if wrong:
+            raise SystemExit(
+                f"error: {', '.join(wrong)} {'is' if len(wrong) == 1 else 'are'} not for "
+                "word2vec: it learns its own vocabulary of words, trains whole passes over the "
+                "corpus (--epochs) and has no sequences or model presets"
+            )
+        arguments.epochs = 5 if arguments.epochs is None else arguments.epochs
+        return
+    wrong = [flag for flag in WORD2VEC_FLAGS if flag in given]
+    if wrong:
+        raise SystemExit(
+            f"error: {', '.join(wrong)} {'is' if len(wrong) == 1 else 'are'} for word2vec"
+        )
+    defaults = {"steps": 200, "epochs": 2, "batch_size": 32, "learning_rate": 5e-4}
+    for name, value in defaults.items():
+        if getattr(arguments, name) is None:
+            setattr(arguments, name, value)
+    if arguments.preset is None:
+        arguments.preset = DEFAULT_PRESETS[model]
+    if arguments.preset not in PRESETS[model]:
+        raise SystemExit(f"error: --preset must be one of {', '.join(PRESETS[model])}")
+    if model == "xlnet" and arguments.objective is not None:
+        raise SystemExit("error: --objective is for bert and albert; xlnet is a permutation LM")
+    if model not in PAIR_MODELS and arguments.objective is not None:
+        raise SystemExit(
+            f"error: --objective is for bert and albert; {model} is a language model of the "
+            "next (and, for elmo, the previous) token"
+        )
+    if model != "xlnet" and (arguments.reuse_len, arguments.mem_len) != (None, None):
+        raise SystemExit("error: --reuse-len and --mem-len are for xlnet")
+
+
 def main(argv=None):
     """Entry point of the `lmpipe` command."""
     parser = build_parser()
@@ -701,20 +858,8 @@ def main(argv=None):
         extra = [text for text in extra if text.startswith("-")]
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    if arguments.command == "pretrain" and arguments.preset is None:
-        arguments.preset = DEFAULT_PRESETS[arguments.model]
-    if arguments.command == "pretrain" and arguments.preset not in PRESETS[arguments.model]:
-        raise SystemExit(f"error: --preset must be one of {', '.join(PRESETS[arguments.model])}")
     if arguments.command == "pretrain":
-        if arguments.model == "xlnet" and arguments.objective is not None:
-            raise SystemExit("error: --objective is for bert and albert; xlnet is a permutation LM")
-        if arguments.model not in PAIR_MODELS and arguments.objective is not None:
-            raise SystemExit(
-                f"error: --objective is for bert and albert; {arguments.model} is a language "
-                "model of the next (and, for elmo, the previous) token"
-            )
-        if arguments.model != "xlnet" and (arguments.reuse_len, arguments.mem_len) != (None, None):
-            raise SystemExit("error: --reuse-len and --mem-len are for xlnet")
+        _resolve_pretrain_flags(arguments, sys.argv[1:] if argv is None else list(argv))
     if argv is None and not arguments.verbose:
         # Run as the command (not called from Python): before TensorFlow starts.
         from lmpipe.console import hide_native_logs

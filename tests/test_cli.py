@@ -417,3 +417,47 @@ def test_the_command_hides_tensorflows_start_up_lines_and_ends_errors_in_one_lin
     assert failed.stderr.strip().splitlines() == [
         f"error: Word 'emperor' is not in the vocabulary ({len(pipe.vocabulary)} words)."
     ]
+
+
+def test_pretrain_word2vec_saves_evaluates_exports_and_predicts(tmp_path, capsys):
+    from lmpipe.cli import main
+
+    corpus = tmp_path / "corpus.txt"
+    sentences = ["the king rules the land .", "the queen rules the sea .", "a king and a queen ."]
+    corpus.write_text("\n\n".join("\n".join(sentences) for _ in range(30)) + "\n")
+    out = tmp_path / "run"
+    command = ["pretrain", "word2vec", "--corpus", str(corpus), "--out", str(out)]
+    command += ["--epochs", "1", "--vector-size", "8", "--window", "2", "--min-count", "1"]
+    assert main(command) == 0
+    printed = capsys.readouterr().out
+    assert re.search(r"Saved the pipeline to .* \(8 words\)", printed)
+    assert re.search(r"Evaluation on 10 batches: loss \d+\.\d{4}", printed)
+    assert (out / "serving" / "1" / "saved_model.pb").is_file()
+    with open(out / "pipeline" / "pipeline.json") as file:
+        options = json.load(file)["options"]
+    assert (options["vector_size"], options["window"], options["min_count"]) == (8, 2, 1)
+    assert main(["predict", str(out), "king", "--top-k", "2"]) == 0
+    assert capsys.readouterr().out.startswith("king: ")
+    # A rerun: the epoch is done, and its export stands.
+    assert main(command) == 0
+    assert "its export stands" in capsys.readouterr().out
+    assert sorted(os.listdir(out / "serving")) == ["1"]
+
+
+@pytest.mark.usefixtures("no_corpus")
+@pytest.mark.parametrize(
+    "model, options, message",
+    [
+        ("word2vec", ["--steps", "10"], "--steps is not for word2vec"),
+        ("word2vec", ["--seq-len", "8", "--preset", "tiny"], "--preset, --seq-len are not for"),
+        ("word2vec", ["--window", "0"], "--window must be a positive integer"),
+        ("word2vec", ["--method", "glove"], "--method must be one of"),
+        ("word2vec", ["--epochs", "0"], "--epochs must be positive"),
+        ("bert", ["--vector-size", "8"], "--vector-size is for word2vec"),
+    ],
+)
+def test_word2vec_flags_are_checked_before_the_corpus_is_read(tmp_path, model, options, message):
+    from lmpipe.cli import main
+
+    with pytest.raises(SystemExit, match=message):
+        main(["pretrain", model, "--out", str(tmp_path), *options])
