@@ -463,3 +463,49 @@ def test_word2vec_flags_are_checked_before_the_corpus_is_read(tmp_path, model, o
 
     with pytest.raises(SystemExit, match=message):
         main(["pretrain", model, "--out", str(tmp_path), *options])
+
+
+RUTH_JONAH = os.path.join(os.path.dirname(__file__), "pipelines", "fixtures", "ruth_jonah.tsv")
+
+
+def test_train_translation_holds_out_pairs_reports_bleu_exports_and_translates(tmp_path, capsys):
+    from lmpipe.cli import main
+
+    out = tmp_path / "mt"
+    command = ["train", "translation", "--pairs", RUTH_JONAH, "--out", str(out)]
+    command += ["--steps", "4", "--batch-size", "8", "--held-out", "6", "--vocab-size", "300"]
+    command += ["--max-source-len", "48", "--max-target-len", "48", "--beam-width", "2"]
+    assert main(command) == 0
+    printed = capsys.readouterr().out
+    assert "132 pairs: 126 to train on, 6 held out" in printed
+    assert re.search(r"Held-out pairs \(6\): bleu \d+\.\d{4}, loss \d+\.\d{4}", printed)
+    assert printed.count("(reference: ") == 3
+    assert (out / "serving" / "1" / "saved_model.pb").is_file()
+    with open(out / "pipeline" / "pipeline.json") as file:
+        description = json.load(file)
+    assert description["pipeline"] == "Translation"
+    assert description["options"]["max_source_len"] == 48
+    assert main(["predict", str(out), "And Ruth said", "--json", "--beam-width", "2"]) == 0
+    assert set(json.loads(capsys.readouterr().out)) == {"text", "translate"}
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--preset", "bahdanau"], "--preset for --arch transformer: one of tiny, base, big"),
+        (["--attention", "dot"], "--attention is for --arch rnn"),
+        (["--arch", "rnn", "--preset", "base"], "one of tiny, sutskever, cho, bahdanau, luong"),
+        (["--held-out", "0"], "--held-out must be a positive integer"),
+        (["--max-target-len", "1"], "--max-target-len must be an integer >= 2"),
+        (["--steps", "5", "--epochs", "2"], "use --steps 4 or 6 with --epochs 2"),
+        (["--learning-rate", "-1"], "--learning-rate must be a positive"),
+        (["--pairs", "missing.tsv"], "missing.tsv"),
+    ],
+)
+def test_train_translation_refuses_bad_flags_before_training(tmp_path, options, message):
+    from lmpipe.cli import main
+
+    command = ["train", "translation", "--pairs", RUTH_JONAH, "--out", str(tmp_path / "mt")]
+    with pytest.raises(SystemExit, match=message):
+        main([*command, *options])
+    assert not (tmp_path / "mt").exists()
