@@ -136,6 +136,60 @@ def pack_texts(tokenizer, texts, seq_len, text_pairs=None, layout="bert"):
     return pack_segments(tokenizer, segments, seq_len, layout)
 
 
+def pack_masked_texts(tokenizer, texts, seq_len, max_masks):
+    """Masked-LM inputs for texts that mark the tokens to predict with `[MASK]`, in graph ops.
+
+    Each text is split at its `[MASK]` marks (the tokenizer's mask token, written as it is),
+    the parts are tokenized as usual and joined with the mask id between them, then packed as
+    `[CLS] text [SEP]` (cut to `seq_len - 2` pieces) and padded to `seq_len`.
+
+    Args:
+        tokenizer: a `WordPieceTokenizer`.
+        texts: string `[B]`.
+        seq_len: the length of the packed sequences.
+        max_masks: the mask positions returned per text (the masked-LM head's predictions);
+            later masks are not.
+
+    Returns:
+        `{"token_ids", "segment_ids", "padding_mask", "mask_positions"}` (int32 `[B, seq_len]`
+        and `[B, max_masks]`, positions 0 past a text's masks), `"mask_count"` (int32 `[B]`,
+        the masks returned) and `"token_count"` (int32 `[B]`, the tokens of `[CLS] text [SEP]`
+        before any cut).
+
+    Example:
+
+    >>> from lmpipe.datasets.wordpiece import WordPieceTokenizer
+    >>> tokenizer = WordPieceTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "to", "be"])
+    >>> packed = pack_masked_texts(tokenizer, ["to [MASK] or"], seq_len=6, max_masks=2)
+    >>> packed["token_ids"].numpy().tolist(), packed["mask_positions"].numpy().tolist()
+    ([[2, 5, 4, 1, 3, 0]], [[2, 0]])
+    """
+    texts = tf.convert_to_tensor(texts, tf.string)
+    mask_token = tokenizer.id_to_token(tokenizer.mask_id)
+    parts = tf.strings.split(texts, sep=mask_token)  # [B, (parts)]
+    pieces = tokenizer.tokenize(parts.flat_values)  # [P, (pieces)]
+    count = tf.shape(parts.flat_values, out_type=tf.int64)[0]
+    mask = tf.RaggedTensor.from_row_lengths(
+        tf.fill([count], tf.constant(tokenizer.mask_id, pieces.dtype)), tf.ones([count], tf.int64)
+    )
+    # Every part followed by a mask, then the text's last mask (after its last part) dropped.
+    joined = tf.concat([pieces, mask], axis=1)  # [P, (pieces + 1)]
+    ids = tf.RaggedTensor.from_row_splits(joined, parts.row_splits).merge_dims(1, 2)
+    ids = ids[:, :-1]  # [B, (tokens)]
+    packed = pack_segments(tokenizer, [ids[:, : seq_len - 2]], seq_len)
+    token_ids = packed["token_ids"]
+    positions = tf.ragged.boolean_mask(
+        tf.broadcast_to(tf.range(seq_len, dtype=tf.int32), tf.shape(token_ids)),
+        token_ids == tokenizer.mask_id,
+    )[:, :max_masks]
+    return {
+        **packed,
+        "mask_positions": positions.to_tensor(0, shape=[None, max_masks]),
+        "mask_count": tf.cast(positions.row_lengths(), tf.int32),
+        "token_count": tf.cast(ids.row_lengths(), tf.int32) + 2,
+    }
+
+
 def truncate_longest_first(first, second, max_tokens):
     """Cut ragged `[B, (pieces)]` pairs to at most `max_tokens` pieces per pair, from the end.
 

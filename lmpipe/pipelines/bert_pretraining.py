@@ -5,7 +5,7 @@ import math
 
 import keras
 import numpy as np
-from keras import ops
+import tensorflow as tf
 
 from lmpipe.arguments import (
     check_bool,
@@ -14,7 +14,7 @@ from lmpipe.arguments import (
     check_positive_int,
     check_texts,
 )
-from lmpipe.contract import ENCODER_FEATURES, PADDING_MASK, SEGMENT_IDS, TOKEN_IDS
+from lmpipe.contract import ENCODER_FEATURES
 from lmpipe.datasets.bert_examples import (
     PAIR_MODES,
     bert_examples,
@@ -22,10 +22,11 @@ from lmpipe.datasets.bert_examples import (
     special_token_count,
 )
 from lmpipe.datasets.masking import MaskedLMMasker
-from lmpipe.datasets.packing import min_sequence_length
+from lmpipe.datasets.packing import min_sequence_length, pack_masked_texts
 from lmpipe.models.albert import AlbertConfig
 from lmpipe.models.bert import BertConfig
 from lmpipe.models.pretraining import BertPretrainer
+from lmpipe.models.samplers import traced_function
 from lmpipe.pipelines.pipeline import PipelineOptions, TokenizerPipeline
 
 # The positions of the default model: BERT's, or seq_len if shorter (at least 128).
@@ -252,13 +253,14 @@ class BertPretraining(TokenizerPipeline):
 
         A text marks what to fill with the tokenizer's mask token, written as it is
         (`[MASK]`); the text between marks is tokenized as usual, packed as one segment
-        `[CLS] text [SEP]` and run through the encoder and the masked-LM head. The other
+        `[CLS] text [SEP]` and run through the encoder and the masked-LM head (see
+        `fill_mask_function`, which the export serves as `serve_fill_mask`). The other
         bracketed tokens (`[PAD]`, `[CLS]`, `[SEP]`, `[MASK]`) are never proposed: pretraining
         never predicts them. `[UNK]` can be.
 
         Args:
-            texts: a list of strings, each with at least one `[MASK]` and at most `seq_len`
-                tokens once packed.
+            texts: a list of strings, each with at least one `[MASK]`, at most
+                `max_predictions` of them, and at most `seq_len` tokens once packed.
             top_k: predictions per mask, most likely first.
             batch_size: texts run together.
 
@@ -272,63 +274,93 @@ class BertPretraining(TokenizerPipeline):
             pipe.fill_mask(["To be, or not to [MASK]: that is the question."], top_k=2)
             # [[[{"token": "be", "score": 0.41}, {"token": "the", "score": 0.07}]]]
         """
-        model = self.require_model()
         texts = check_texts("texts", texts)
-        check_positive_int("top_k", top_k)
         check_positive_int("batch_size", batch_size)
+        function = self.fill_mask_function(top_k)
+        mask_token = self.tokenizer.id_to_token(self.tokenizer.mask_id)
+        most = self.options.max_predictions
+        for index, text in enumerate(texts):
+            masks = text.count(mask_token)
+            if not masks:
+                raise ValueError(f"`texts[{index}]` has no [MASK] to fill: {text!r}.")
+            if masks > most:
+                raise ValueError(
+                    f"`texts[{index}]` has {masks} [MASK]s; the masked-LM head predicts at most "
+                    f"max_predictions={most}: {text!r}."
+                )
+        results = []
+        for start in range(0, len(texts), batch_size):
+            batch = texts[start : start + batch_size]
+            output = {k: v.numpy() for k, v in function(tf.constant(batch, tf.string)).items()}
+            for row, text in enumerate(batch):
+                if output["token_count"][row] > self.options.seq_len:
+                    raise ValueError(
+                        f"`texts[{start + row}]` is {output['token_count'][row]} tokens long with "
+                        f"[CLS] and [SEP]; the pipeline's seq_len is {self.options.seq_len}: "
+                        f"{text!r}."
+                    )
+                results.append(
+                    [
+                        [
+                            {"token": token.decode("utf-8"), "score": float(score)}
+                            for token, score in zip(
+                                output["tokens"][row, mask],
+                                output["scores"][row, mask],
+                                strict=True,
+                            )
+                        ]
+                        for mask in range(output["mask_count"][row])
+                    ]
+                )
+        return results
+
+    def fill_mask_function(self, top_k=5):
+        """The `tf.function` that fills masks in graph ops: `text` (string `[N]`, `[MASK]`
+        marks as in `fill_mask`) -> `tokens` (string `[N, max_predictions, top_k]`), `scores`
+        (float32, the same shape), `mask_count` (int32 `[N]`: the masks filled, the first
+        `max_predictions` of the text's) and `token_count` (int32 `[N]`: the tokens of
+        `[CLS] text [SEP]`; texts longer than `seq_len` are cut). Rows past a text's masks
+        hold "" and 0. Traced once per model and `top_k`."""
+        model = self.require_model()
         tokenizer = self.tokenizer
         never = [i for i in tokenizer.special_token_ids if i != tokenizer.unk_id]
         candidates = tokenizer.vocabulary_size - len(never)
+        check_positive_int("top_k", top_k)
         if top_k > candidates:
             raise ValueError(
                 f"`top_k` must be at most {candidates} (the tokens the vocabulary can propose), "
                 f"got top_k={top_k}."
             )
-        examples = [self._masked_example(text, f"texts[{i}]") for i, text in enumerate(texts)]
-        results = []
-        for start in range(0, len(examples), batch_size):
-            batch = examples[start : start + batch_size]
-            features = _pack_masked(batch, tokenizer.pad_id)
-            logits = model(features, training=False)["mlm_logits"]  # [N, P, V]
-            probabilities = ops.convert_to_numpy(ops.softmax(ops.cast(logits, "float32")))
-            ranked = probabilities.copy()
-            ranked[..., never] = -1.0
-            best = np.argsort(-ranked, axis=-1, kind="stable")[..., :top_k]  # [N, P, k]
-            for row, (_, positions) in enumerate(batch):
-                results.append(
-                    [
-                        [
-                            {
-                                "token": tokenizer.id_to_token(int(token)),
-                                "score": float(probabilities[row, mask, token]),
-                            }
-                            for token in best[row, mask]
-                        ]
-                        for mask in range(len(positions))
-                    ]
-                )
-        return results
+        seq_len, most = self.options.seq_len, self.options.max_predictions
 
-    def _masked_example(self, text, name):
-        """`(token_ids, mask_positions)` of `[CLS] text [SEP]`, `[MASK]` marks as mask ids."""
-        tokenizer = self.tokenizer
-        parts = text.split(tokenizer.id_to_token(tokenizer.mask_id))
-        if len(parts) == 1:
-            raise ValueError(f"`{name}` has no [MASK] to fill: {text!r}.")
-        pieces = tokenizer.tokenize(parts).to_list()
-        ids, positions = [tokenizer.cls_id], []
-        for index, part in enumerate(pieces):
-            if index:
-                positions.append(len(ids))
-                ids.append(tokenizer.mask_id)
-            ids.extend(part)
-        ids.append(tokenizer.sep_id)
-        if len(ids) > self.options.seq_len:
-            raise ValueError(
-                f"`{name}` is {len(ids)} tokens long with [CLS] and [SEP]; the pipeline's "
-                f"seq_len is {self.options.seq_len}: {text!r}."
+        def make():
+            banned = np.zeros(tokenizer.vocabulary_size, bool)
+            banned[never] = True
+            vocabulary = tf.constant(tokenizer.vocabulary, tf.string)
+
+            @tf.function(
+                input_signature=[tf.TensorSpec([None], tf.string, name="text")],
+                jit_compile=False,
+                autograph=False,
             )
-        return ids, positions
+            def fill_mask(text):
+                packed = pack_masked_texts(tokenizer, text, seq_len, most)
+                features = {name: packed[name] for name in (*ENCODER_FEATURES, "mask_positions")}
+                logits = model(features, training=False)["mlm_logits"]  # [N, P, V]
+                probabilities = tf.nn.softmax(tf.cast(logits, tf.float32))
+                ranked = tf.where(tf.constant(banned), -1.0, probabilities)
+                scores, ids = tf.math.top_k(ranked, k=top_k)  # [N, P, k]
+                real = tf.sequence_mask(packed["mask_count"], most)[:, :, None]
+                return {
+                    "tokens": tf.where(real, tf.gather(vocabulary, ids), ""),
+                    "scores": tf.where(real, scores, 0.0),
+                    "mask_count": packed["mask_count"],
+                    "token_count": packed["token_count"],
+                }
+
+            return fill_mask
+
+        return traced_function(model, ("fill_mask", top_k), make)
 
     # Export -----------------------------------------------------------------------------------
 
@@ -345,12 +377,22 @@ class BertPretraining(TokenizerPipeline):
             outputs[f"{objective}_probabilities"] = keras.layers.Softmax(dtype="float32")(logits)
         return keras.Model(inputs, outputs, name=f"{self.model.name}_serving")
 
-    def write_export(self, base_dir, version, overwrite):
-        """Signatures: `serving_default` (token ids in) and raw-text ones (see README)."""
+    def write_export(self, base_dir, version, overwrite, top_k=5):
+        """Signatures: `serving_default` (token ids in), the raw-text ones (see README) and
+        `serve_fill_mask` (`fill_mask_function(top_k)`; `export` takes `top_k`)."""
         seq_len = self.options.seq_len
         # Text pairs only where a pair fits with a token of each text, as in training.
         pairs = seq_len >= min_sequence_length(2)
-        return self.export_encoder(self.serving_model(), base_dir, version, overwrite, pairs=pairs)
+        example = np.array([b"The quick brown [MASK] jumps over the lazy dog."], dtype=object)
+        fill_mask = (self.fill_mask_function(top_k), {"text": example}, self.model.variables)
+        return self.export_encoder(
+            self.serving_model(),
+            base_dir,
+            version,
+            overwrite,
+            pairs=pairs,
+            extra_signatures={"serve_fill_mask": fill_mask},
+        )
 
 
 class AlbertPretraining(BertPretraining):
@@ -376,23 +418,3 @@ class AlbertPretraining(BertPretraining):
             vocabulary_size=self.tokenizer.vocabulary_size,
             max_sequence_length=min(max(self.options.seq_len, 128), DEFAULT_MAX_SEQUENCE_LENGTH),
         )
-
-
-def _pack_masked(examples, pad_id):
-    """The masked-LM features of `(token_ids, mask_positions)` examples, padded to the
-    longest (mask positions with position 0, whose predictions are not read)."""
-    width = max(len(ids) for ids, _ in examples)
-    predictions = max(len(positions) for _, positions in examples)
-    token_ids = np.full((len(examples), width), pad_id, np.int32)
-    padding_mask = np.zeros((len(examples), width), np.int32)
-    mask_positions = np.zeros((len(examples), predictions), np.int32)
-    for row, (ids, positions) in enumerate(examples):
-        token_ids[row, : len(ids)] = ids
-        padding_mask[row, : len(ids)] = 1
-        mask_positions[row, : len(positions)] = positions
-    return {
-        TOKEN_IDS: token_ids,
-        SEGMENT_IDS: np.zeros_like(token_ids),
-        PADDING_MASK: padding_mask,
-        "mask_positions": mask_positions,
-    }

@@ -414,7 +414,8 @@ class TokenizerPipeline(Pipeline):
     def export_encoder(self, serving_model, base_dir, version, overwrite, **packing):
         """Export `serving_model` (int32 `token_ids`, `segment_ids`, `padding_mask` in) with
         `serving_default` and the raw-text signatures of `lmpipe.serving.export_saved_model`,
-        texts packed to the pipeline's `seq_len` (`packing`: its `pairs`, `layout`)."""
+        texts packed to the pipeline's `seq_len` (`packing`: its `pairs`, `layout`,
+        `extra_signatures`)."""
         from lmpipe.serving import export_saved_model
 
         return export_saved_model(

@@ -10,6 +10,9 @@
 - `serve_text_pair` (with `pairs=True`): `text` and `text_pair`, string `[batch]` each ->
   the same outputs for `[CLS] text [SEP] text_pair [SEP]`, the longer side cut first.
 
+More signatures can be added (`extra_signatures`): BERT and ALBERT pipelines add
+`serve_fill_mask`.
+
 With `layout="xlnet"` (XLNet encoders) the text signatures pack `text [SEP] [CLS]` and
 `text [SEP] text_pair [SEP] [CLS]` instead, `[CLS]` last with segment id 2.
 
@@ -59,6 +62,7 @@ def export_saved_model(
     layout="bert",
     num_segments=None,
     max_seq_len=None,
+    extra_signatures=None,
 ):
     """Export `model` with `tokenizer` as `<base_dir>/<version>/`, a SavedModel for TF Serving.
 
@@ -104,6 +108,9 @@ def export_saved_model(
         max_seq_len: the longest sequence the model takes; None: the smallest
             `max_sequence_length` of the model's layers (a BERT or GPT position table), with
             layout "xlnet" the longest XLNet example lmpipe trains (16384), else no limit.
+        extra_signatures: more signatures, `{name: (function, example inputs, variables)}`:
+            a `tf.function` with an input signature, the inputs of its warmup request, and
+            the variables it reads beyond the model's (a pretraining head, for instance).
 
     Returns:
         The path of the new version directory.
@@ -132,6 +139,7 @@ def export_saved_model(
         layout=layout,
         num_segments=num_segments,
         max_seq_len=max_seq_len,
+        extra_signatures=extra_signatures,
     )
     signatures = module.signatures()
     with versions.temporary_directory(base_dir) as temporary:
@@ -176,6 +184,7 @@ class ServingModule(tf.Module):
         layout="bert",
         num_segments=None,
         max_seq_len=None,
+        extra_signatures=None,
     ):
         super().__init__(name="lmpipe_serving")
         if not callable(model):
@@ -204,7 +213,15 @@ class ServingModule(tf.Module):
         self.seq_len = seq_len
         self.pairs = pairs
         self.layout = layout
-        self.model_variables = saveable_variables(getattr(model, "variables", []))
+        extra_signatures = dict(extra_signatures or {})
+        extra_variables = [v for _, _, variables in extra_signatures.values() for v in variables]
+        self.model_variables = saveable_variables(
+            [*getattr(model, "variables", []), *extra_variables]
+        )
+        # Inputs of the warmup request of each extra signature.
+        self._extra_requests = _Untracked(
+            {name: inputs for name, (_, inputs, _) in extra_signatures.items()}
+        )
         # A plain object, which tf.Module does not track: the model is not saved as an object.
         self._forward = _Forward(model, _check_outputs(outputs))
         self._forward.check(tokenizer, seq_len)
@@ -227,6 +244,10 @@ class ServingModule(tf.Module):
                 jit_compile=False,
                 autograph=False,
             )
+        for name, (function, _, _) in extra_signatures.items():
+            if name in functions:
+                raise ValueError(f"`extra_signatures` repeats the signature {name!r}.")
+            functions[name] = function
         # Held by a plain object, which tf.Module does not track: the functions are saved as
         # signatures only. (Saving traces every tracked tf.function again, for seconds.)
         self._functions = _Untracked(functions)
@@ -260,6 +281,7 @@ class ServingModule(tf.Module):
                 "text": texts,
                 "text_pair": np.array([text.encode("utf-8") for text in pairs], dtype=object),
             }
+        requests.update(self._extra_requests.value)
         return requests
 
     def _serve_ids(self, token_ids, segment_ids, padding_mask):

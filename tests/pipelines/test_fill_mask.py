@@ -115,6 +115,8 @@ def test_fill_mask_refuses_texts_it_cannot_fill(tokenizer):
         pipe.fill_mask("the [MASK] sat")
     with pytest.raises(ValueError, match=r"`texts\[0\]` is 19 tokens long .* seq_len is 16"):
         pipe.fill_mask(["[MASK] " + "cat " * 16])
+    with pytest.raises(ValueError, match=r"has 4 \[MASK\]s; .* max_predictions=3"):
+        pipe.fill_mask(["[MASK] [MASK] sat on [MASK] [MASK]"])
     with pytest.raises(ValueError, match="`top_k` must be at most"):
         pipe.fill_mask(["the [MASK] sat"], top_k=tokenizer.vocabulary_size)
     with pytest.raises(ValueError, match="`top_k` must be a positive integer"):

@@ -75,3 +75,23 @@ def test_warmup_replays_and_exporting_the_same_version_needs_overwrite(trained, 
     with pytest.raises(ValueError, match="overwrite"):
         trained.export(base, version=1)
     assert trained.export(base).endswith("/2")
+
+
+def test_serve_fill_mask_gives_what_fill_mask_gives(trained, exported):
+    path, server = exported
+    texts = ["To be, or not to [MASK]: that is the [MASK].", "[MASK]", "no mask here"]
+    served = server.predict("serve_fill_mask", {"text": np.array(texts, dtype=object)})
+    most = trained.options.max_predictions
+    assert served["tokens"].shape == served["scores"].shape == (3, most, 5)
+    assert served["mask_count"].tolist() == [2, 1, 0]
+    expected = trained.fill_mask(texts[:2], top_k=5)
+    for row, masks in enumerate(expected):
+        for mask, predictions in enumerate(masks):
+            tokens = [token.decode("utf-8") for token in served["tokens"][row, mask]]
+            assert tokens == [p["token"] for p in predictions]
+            np.testing.assert_allclose(
+                served["scores"][row, mask], [p["score"] for p in predictions], atol=1e-6
+            )
+    # Past a text's masks: empty tokens and zero scores.
+    assert set(served["tokens"][2].ravel().tolist()) == {b""}
+    assert not served["scores"][2].any() and not served["scores"][0, 2:].any()
