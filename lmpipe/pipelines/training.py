@@ -4,8 +4,10 @@ import contextlib
 import inspect
 import os
 import random
+import time
 
 import keras
+import tensorflow as tf
 
 from lmpipe.arguments import check_number
 from lmpipe.pipelines.checkpointing import (
@@ -76,6 +78,49 @@ class EvaluateEachEpoch(keras.callbacks.Callback):
         results = self.model.evaluate(self.dataset, return_dict=True, verbose=0)
         if logs is not None:
             logs.update({f"val_{name}": float(value) for name, value in results.items()})
+
+
+class StepScalars(keras.callbacks.Callback):
+    """Write TensorBoard scalars at every step to `<log_dir>/steps`: the step's logs (`loss`
+    and the metrics, as Keras reports them: means since the epoch began), `learning_rate`
+    (the one the step's update used) and `examples_per_second` (global batch over the
+    time since the previous step), keyed by the optimizer's update count, so a resumed run
+    goes on where the first one stopped."""
+
+    def __init__(self, log_dir, batch_size):
+        super().__init__()
+        self.log_dir = os.path.join(log_dir, "steps")
+        self.batch_size = batch_size
+        self.writer = None
+        self.last = None
+
+    def on_train_begin(self, logs=None):
+        self.writer = tf.summary.create_file_writer(self.log_dir)
+        self.last = time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+        now = time.perf_counter()
+        seconds, self.last = now - self.last, now
+        optimizer = self.model.optimizer
+        step = int(optimizer.iterations.numpy())
+        with self.writer.as_default(step=step):
+            for name, value in (logs or {}).items():
+                tf.summary.scalar(name, float(value))
+            tf.summary.scalar("learning_rate", _learning_rate_of_update(optimizer, step))
+            tf.summary.scalar("examples_per_second", self.batch_size / max(seconds, 1e-9))
+
+    def on_train_end(self, logs=None):
+        self.writer.flush()
+        self.writer.close()
+
+
+def _learning_rate_of_update(optimizer, step):
+    """The learning rate the optimizer's `step`-th update used (its schedule at `step - 1`:
+    after the update, `optimizer.learning_rate` is already the next one's)."""
+    schedule = getattr(optimizer, "_learning_rate", None)
+    if isinstance(schedule, keras.optimizers.schedules.LearningRateSchedule):
+        return float(schedule(step - 1))
+    return float(optimizer.learning_rate)
 
 
 def _jit_compile_per_replica(model, enabled):
@@ -272,6 +317,7 @@ def _resume_and_fit(
         log_dir = os.path.join(checkpoint.directory, "logs")
     if log_dir is not None:
         callbacks.append(keras.callbacks.TensorBoard(log_dir=log_dir, update_freq="epoch"))
+        callbacks.append(StepScalars(log_dir, per_replica * strategy.num_replicas_in_sync))
 
     def dataset_from(step):
         def for_pipeline(input_context):

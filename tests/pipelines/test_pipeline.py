@@ -116,3 +116,43 @@ def test_a_resumed_fit_says_where_it_resumes_and_a_finished_one_trains_nothing(
     finished = pipelines.GptPretraining(bert_tokenizer, config, seq_len=16, seed=0)
     assert finished.fit(comedies, epochs=3, **arguments).history == {}
     assert "Training already finished: 6 of 6 steps" in capsys.readouterr().out
+
+
+def test_tensorboard_gets_loss_learning_rate_and_throughput_at_every_step(
+    comedies, bert_tokenizer, tmp_path
+):
+    config = GptConfig.tiny(vocabulary_size=bert_tokenizer.vocabulary_size, hidden_dim=16)
+    arguments = dict(batch_size=4, steps_per_epoch=3, checkpoint_dir=str(tmp_path), verbose=0)
+    arguments.update(learning_rate=1e-3, warmup_steps=2)
+    pipe = pipelines.GptPretraining(bert_tokenizer, config, seq_len=16, seed=0)
+    pipe.fit(comedies, epochs=2, **arguments)
+    scalars = step_scalars(tmp_path / "logs" / "steps")
+    assert {"loss", "learning_rate", "examples_per_second"} <= set(scalars)
+    assert [step for step, _ in scalars["loss"]] == [1, 2, 3, 4, 5, 6]
+    # The rate of each update: BERT's warmup over 2 updates, then linear decay to 0 at 6.
+    rates = [value for _, value in scalars["learning_rate"]]
+    np.testing.assert_allclose(rates, [0.0, 5e-4, 1e-3, 7.5e-4, 5e-4, 2.5e-4], atol=1e-9)
+    assert all(value > 0 for _, value in scalars["examples_per_second"])
+    # A resumed run (one more epoch) goes on from the step it restored.
+    resumed = pipelines.GptPretraining(bert_tokenizer, config, seq_len=16, seed=0)
+    resumed.fit(comedies, epochs=3, **arguments)
+    steps = [step for step, _ in step_scalars(tmp_path / "logs" / "steps")["loss"]]
+    assert steps == [1, 2, 3, 4, 5, 6, 7, 8, 9]
+
+
+def step_scalars(directory):
+    """`{tag: [(step, value)]}` of the TensorBoard scalars in `directory`, by step."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(directory), size_guidance={"tensors": 0})
+    events.Reload()
+    return {
+        tag: sorted((event.step, float(tf_value(event))) for event in events.Tensors(tag))
+        for tag in events.Tags()["tensors"]
+    }
+
+
+def tf_value(event):
+    import tensorflow as tf
+
+    return tf.make_ndarray(event.tensor_proto)
