@@ -531,33 +531,31 @@ def _export(arguments):
 
 def _finetune(arguments):
     strategy = _strategy(arguments.strategy)
-    from lmpipe.datasets import shakespeare_genres
     from lmpipe.pipelines import TextClassifier
 
-    splits = shakespeare_genres(genres=tuple(arguments.genres.split(",")), seed=arguments.seed)
-    num_classes = len(splits.class_names)
-    if os.path.exists(os.path.join(arguments.pretrained, "pipeline.json")):
-        pretraining = _load_pipeline(arguments.pretrained)
-        classifier = TextClassifier.from_pretraining(
-            pretraining,
-            num_classes,
-            seq_len=arguments.seq_len,
-            labels=splits.class_names,
-            seed=arguments.seed,
+    if arguments.steps_per_epoch is not None and arguments.steps_per_epoch < 1:
+        raise SystemExit(
+            f"error: --steps-per-epoch must be positive, got {arguments.steps_per_epoch}"
         )
-    else:
-        classifier = TextClassifier.from_pretrained(
-            arguments.pretrained,
-            num_classes,
-            seq_len=arguments.seq_len,
-            labels=splits.class_names,
-            seed=arguments.seed,
-        )
+    train, validation, test, class_names = _labelled_splits(arguments)
+    options = dict(seq_len=arguments.seq_len, labels=class_names, seed=arguments.seed)
+    try:
+        saved = _saved_pipeline(arguments.pretrained)
+        if saved is not None:
+            pretraining = _load_pipeline(saved)
+            classifier = TextClassifier.from_pretraining(pretraining, len(class_names), **options)
+        else:
+            classifier = TextClassifier.from_pretrained(
+                arguments.pretrained, len(class_names), **options
+            )
+    except ValueError as error:
+        raise SystemExit(f"error: {_as_flags(str(error))}") from None
     history = classifier.fit(
-        splits.train,
+        train,
         batch_size=arguments.batch_size,
         epochs=arguments.epochs,
         steps_per_epoch=arguments.steps_per_epoch,
+        validation=validation,
         strategy=strategy,
         checkpoint_dir=os.path.join(arguments.out, "checkpoints"),
         learning_rate=arguments.learning_rate,
@@ -565,19 +563,87 @@ def _finetune(arguments):
     classifier = _save_after_fit(classifier, strategy, os.path.join(arguments.out, "pipeline"))
     if classifier is None:
         return 0
-    metrics = classifier.evaluate(splits.test, batch_size=arguments.batch_size)
-    print("Test split: " + ", ".join(f"{k} {v:.4f}" for k, v in sorted(metrics.items())))
+    metrics = classifier.evaluate(test, batch_size=arguments.batch_size)
+    labels = test[-1]
+    majority = max(labels.count(name) for name in set(labels)) / len(labels)
+    print(
+        f"Test split ({len(labels):,} examples): "
+        + ", ".join(f"{k} {v:.4f}" for k, v in sorted(metrics.items()))
+        + f"; always the most frequent class: accuracy {majority:.4f}"
+    )
     _export_once(classifier, arguments, trained=bool(history.history))
     return 0
 
 
+def _labelled_splits(arguments):
+    """`(train, validation or None, test, class names)` for `lmpipe finetune`: the examples
+    of `--train` (with `--validation` and `--test`, or a test split drawn with --held-out),
+    or, without `--train`, the Shakespeare genre demo."""
+    files = {"--validation": arguments.validation, "--test": arguments.test}
+    if arguments.train is None:
+        given = [flag for flag, value in files.items() if value is not None]
+        if given:
+            raise SystemExit(f"error: {', '.join(given)} go with --train")
+        from lmpipe.datasets import shakespeare_genres
+
+        splits = shakespeare_genres(genres=tuple(arguments.genres.split(",")), seed=arguments.seed)
+        names = list(splits.class_names)
+        test = (list(splits.test_texts), [names[i] for i in splits.test_labels])
+        if arguments.steps_per_epoch is None:
+            arguments.steps_per_epoch = 100
+        return splits.train, None, test, splits.class_names
+    from lmpipe.datasets import read_labelled
+
+    def read(path):
+        return read_labelled(
+            path,
+            text=arguments.text_column,
+            label=arguments.label_column,
+            text_pair=arguments.pair_column,
+            format=arguments.format,
+        )
+
+    try:
+        train = read(arguments.train)
+        # The classes of the whole file, before a test split is drawn from it.
+        class_names = train.class_names
+        if len(class_names) < 2:
+            raise SystemExit(
+                f"error: {train.path} has one label ({class_names[0]}): nothing to learn"
+            )
+        validation = read(arguments.validation) if arguments.validation else None
+        if arguments.test:
+            test = read(arguments.test)
+        else:
+            train, test = train.split(arguments.held_out, seed=arguments.seed)
+    except (OSError, ValueError) as error:
+        raise SystemExit(f"error: {_as_flags(str(error))}") from None
+    for split in (validation, test):
+        unknown = sorted(set(split.labels) - set(class_names)) if split else []
+        if unknown:
+            raise SystemExit(
+                f"error: {split.path} has labels that --train does not: {', '.join(unknown)}"
+            )
+    print(
+        f"{len(train):,} examples to train on, {len(test):,} to test"
+        + (f", {len(validation):,} to validate" if validation else "")
+        + f"; classes: {', '.join(class_names)}"
+    )
+    return train.examples, validation and validation.examples, test.examples, class_names
+
+
+def _saved_pipeline(directory):
+    """The saved pipeline in `directory`: itself, or the `pipeline/` of a training command's
+    `--out`; None if neither holds a `pipeline.json`."""
+    for candidate in (directory, os.path.join(directory, "pipeline")):
+        if os.path.exists(os.path.join(candidate, "pipeline.json")):
+            return candidate
+    return None
+
+
 def _predict(arguments):
-    directory = arguments.run_dir
-    if not os.path.exists(os.path.join(directory, "pipeline.json")) and os.path.exists(
-        os.path.join(directory, "pipeline", "pipeline.json")
-    ):
-        directory = os.path.join(directory, "pipeline")  # the --out of a training command
-    if not os.path.exists(os.path.join(directory, "pipeline.json")):
+    directory = _saved_pipeline(arguments.run_dir)
+    if directory is None:
         raise SystemExit(
             f"error: {arguments.run_dir} is neither a saved pipeline (no pipeline.json) nor a run "
             "directory holding one in pipeline/"
@@ -850,18 +916,49 @@ def build_parser():
         "finetune",
         parents=[common],
         formatter_class=_Help,
-        help="fine-tune a text classifier (demo: a Shakespeare speech's genre)",
+        help="fine-tune a text classifier on your labelled file (demo: a Shakespeare "
+        "speech's genre)",
+        description="Fine-tunes a classifier on --train (CSV, TSV or JSONL, one example a row: "
+        "a text column, optionally a second text, and a label column), validates on "
+        "--validation at each epoch, tests on --test or on --held-out examples drawn from "
+        "--train, then saves and exports. Without --train: the Shakespeare genre demo.",
+    )
+    finetune.add_argument("--train", default=None, help="your labelled examples")
+    finetune.add_argument("--validation", default=None, help="examples evaluated every epoch")
+    finetune.add_argument("--test", default=None, help="examples of the final evaluation")
+    finetune.add_argument(
+        "--held-out",
+        type=float,
+        default=0.1,
+        help="without --test: the share of --train held out to test",
+    )
+    finetune.add_argument("--text-column", default="text", help="the column of the texts")
+    finetune.add_argument(
+        "--pair-column", default=None, help="the column of second texts, for pairs"
+    )
+    finetune.add_argument("--label-column", default="label", help="the column of the labels")
+    finetune.add_argument(
+        "--format",
+        default="auto",
+        choices=["auto", "csv", "tsv", "jsonl"],
+        help="the files' format; auto: by their ending",
     )
     finetune.add_argument(
         "--pretrained",
         required=True,
-        help="a saved pretraining pipeline, or a Hugging Face BERT folder",
+        help="a saved pretraining pipeline (or the --out of lmpipe pretrain), or a Hugging "
+        "Face BERT folder",
     )
     finetune.add_argument(
-        "--genres", default="comedies,histories", help="the Shakespeare genres to tell apart"
+        "--genres", default="comedies,histories", help="the demo: the genres to tell apart"
     )
     finetune.add_argument("--epochs", type=int, default=2, help="epochs of fine-tuning")
-    finetune.add_argument("--steps-per-epoch", type=int, default=100, help="steps per epoch")
+    finetune.add_argument(
+        "--steps-per-epoch",
+        type=int,
+        default=None,
+        help="steps per epoch (default: a pass over --train; the demo: 100)",
+    )
     _add_training_options(finetune, batch_default=32, learning_rate=5e-5)
     finetune.set_defaults(run=_finetune)
 

@@ -509,3 +509,102 @@ def test_train_translation_refuses_bad_flags_before_training(tmp_path, options, 
     with pytest.raises(SystemExit, match=message):
         main([*command, *options])
     assert not (tmp_path / "mt").exists()
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory):
+    """A saved (untrained) BERT pretraining pipeline with a small vocabulary."""
+    from lmpipe.datasets import WordPieceTokenizer
+    from lmpipe.models import BertConfig
+    from lmpipe.pipelines import BertPretraining
+
+    words = "win money now free prize see you at five lunch tomorrow meeting"
+    tokenizer = WordPieceTokenizer.train([words] * 4, vocab_size=120)
+    config = BertConfig.tiny(
+        vocabulary_size=tokenizer.vocabulary_size,
+        hidden_dim=16,
+        num_heads=2,
+        intermediate_dim=32,
+        max_sequence_length=16,
+    )
+    pipe = BertPretraining(tokenizer, config, seq_len=16, objective="mlm", seed=0)
+    pipe.model = pipe.build_model()
+    directory = tmp_path_factory.mktemp("bert") / "pipeline"
+    pipe.save(str(directory))
+    return directory
+
+
+def test_finetune_on_the_users_labelled_files_then_predict(tiny_bert, tmp_path, capsys):
+    from lmpipe.cli import main
+
+    spam, ham = "win money now, free prize", "see you at five for lunch tomorrow"
+    rows = [(spam, "spam") if i % 3 == 0 else (ham, "ham") for i in range(40)]
+    (tmp_path / "train.csv").write_text(
+        "text,label\n" + "".join(f'"{text}",{label}\n' for text, label in rows)
+    )
+    (tmp_path / "valid.jsonl").write_text(
+        json.dumps({"text": spam, "label": "spam"})
+        + "\n"
+        + json.dumps({"text": ham, "label": "ham"})
+    )
+    out = tmp_path / "run"
+    command = ["finetune", "--pretrained", str(tiny_bert), "--out", str(out), "--seq-len", "16"]
+    command += [
+        "--train",
+        str(tmp_path / "train.csv"),
+        "--validation",
+        str(tmp_path / "valid.jsonl"),
+    ]
+    command += [
+        "--held-out",
+        "0.25",
+        "--epochs",
+        "2",
+        "--batch-size",
+        "4",
+        "--learning-rate",
+        "1e-3",
+    ]
+    assert main(command) == 0
+    printed = capsys.readouterr().out
+    assert "30 examples to train on, 10 to test, 2 to validate; classes: ham, spam" in printed
+    assert re.search(
+        r"Test split \(10 examples\): accuracy \d\.\d{4}.*; always the most frequent class: "
+        r"accuracy 0\.\d{4}",
+        printed,
+    )
+    assert (out / "serving" / "1" / "saved_model.pb").is_file()
+    with open(out / "pipeline" / "pipeline.json") as file:
+        assert json.load(file)["options"]["labels"] == ["ham", "spam"]
+    assert main(["predict", str(out), spam, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["classify"]["label"] in ("ham", "spam")
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--validation", "v.csv"], "--validation go with --train"),
+        (["--train", "missing.csv"], "missing.csv"),
+        (["--train", "{one_label}"], "has one label \\(spam\\): nothing to learn"),
+        (["--train", "{train}", "--test", "{other}"], "has labels that --train does not: eggs"),
+        (["--train", "{train}", "--label-column", "class"], "no column 'class'"),
+        (["--train", "{train}", "--held-out", "0"], "--held-out must be a finite number > 0"),
+    ],
+)
+def test_finetune_refuses_bad_files_and_flags_before_training(
+    tiny_bert, tmp_path, options, message
+):
+    from lmpipe.cli import main
+
+    files = {
+        "train": "text,label\na,spam\nb,ham\nc,spam\n",
+        "one_label": "text,label\na,spam\nb,spam\n",
+        "other": "text,label\na,eggs\n",
+    }
+    for name, content in files.items():
+        (tmp_path / f"{name}.csv").write_text(content)
+    options = [option.format(**{n: tmp_path / f"{n}.csv" for n in files}) for option in options]
+    command = ["finetune", "--pretrained", str(tiny_bert), "--out", str(tmp_path / "run")]
+    with pytest.raises(SystemExit, match=message):
+        main([*command, *options])
+    assert not (tmp_path / "run").exists()

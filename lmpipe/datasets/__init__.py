@@ -3,6 +3,7 @@
 from lmpipe.datasets.bert_examples import bert_examples
 from lmpipe.datasets.causal_lm import causal_lm_examples
 from lmpipe.datasets.corpus import FileStats, TextCorpus
+from lmpipe.datasets.labelled_files import LabelledFile, read_labelled
 from lmpipe.datasets.labelled_text import LabelledSplits, shakespeare_genres
 from lmpipe.datasets.masking import MaskedLMMasker
 from lmpipe.datasets.parallel_text import ParallelCorpus
@@ -19,6 +20,7 @@ from lmpipe.datasets.xlnet_examples import xlnet_examples
 
 __all__ = [
     "FileStats",
+    "LabelledFile",
     "LabelledSplits",
     "MaskedLMMasker",
     "ParallelCorpus",
@@ -31,6 +33,7 @@ __all__ = [
     "by_epoch",
     "causal_lm_examples",
     "pair_spans",
+    "read_labelled",
     "shakespeare_genres",
     "seq2seq_examples",
     "split_sentences",
