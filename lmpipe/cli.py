@@ -12,6 +12,7 @@ lmpipe summarize bert --preset base
 """
 
 import argparse
+import inspect
 import json
 import os
 import re
@@ -470,11 +471,24 @@ def _train_translation(arguments):
     return 0
 
 
+def _export_options(pipe, outputs, flag):
+    """`export`'s keywords for the outputs a flag names (None: the pipeline's default)."""
+    if outputs is None:
+        return {}
+    if "outputs" not in inspect.signature(pipe.write_export).parameters:
+        raise SystemExit(
+            f"error: {flag} is for the encoders' exports (BERT, ALBERT, XLNet, ELMo, "
+            f"classifiers); a {type(pipe).__name__} export serves its own outputs"
+        )
+    return {"outputs": list(outputs)}
+
+
 def _export_once(pipe, arguments, trained):
     """Export to `--export-dir` (default OUT/serving), unless `--no-export`, or the run had
     finished before this command (a rerun) and its export is there already."""
     if arguments.no_export:
         return
+    options = _export_options(pipe, arguments.export_outputs, "--export-outputs")
     from lmpipe.serving.versions import model_versions
 
     export_dir = arguments.export_dir or os.path.join(arguments.out, "serving")
@@ -483,7 +497,7 @@ def _export_once(pipe, arguments, trained):
         latest = os.path.join(export_dir, exported[max(exported)])
         print(f"The run had finished before; its export stands: {latest}")
         return
-    print(f"Exported for TensorFlow Serving: {pipe.export(export_dir)}")
+    print(f"Exported for TensorFlow Serving: {pipe.export(export_dir, **options)}")
 
 
 def _save_after_fit(pipe, strategy, directory):
@@ -518,13 +532,17 @@ def _load_pipeline(directory):
 
 
 def _export(arguments):
-    if not os.path.exists(os.path.join(arguments.pipeline, "pipeline.json")):
+    directory = _saved_pipeline(arguments.pipeline)
+    if directory is None:
         raise SystemExit(
             f"error: {arguments.pipeline} is not a saved pipeline "
             "(no pipeline.json); save one with `lmpipe pretrain` or pipe.save()"
         )
-    pipe = _load_pipeline(arguments.pipeline)
-    path = pipe.export(arguments.base_dir, version=arguments.version, overwrite=arguments.overwrite)
+    pipe = _load_pipeline(directory)
+    options = _export_options(pipe, arguments.outputs, "--outputs")
+    path = pipe.export(
+        arguments.base_dir, version=arguments.version, overwrite=arguments.overwrite, **options
+    )
     print(f"Exported for TensorFlow Serving: {path}")
     return 0
 
@@ -796,6 +814,14 @@ def _add_training_options(
         "--export-dir", default=None, help="TF Serving base directory (default: OUT/serving)"
     )
     parser.add_argument("--no-export", action="store_true", help="skip the export")
+    parser.add_argument(
+        "--export-outputs",
+        nargs="+",
+        default=None,
+        metavar="NAME",
+        help="the outputs the export serves (encoders; default: all, e.g. sequence_output, "
+        "pooled_output)",
+    )
 
 
 class _Help(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
@@ -1030,12 +1056,21 @@ def build_parser():
         formatter_class=_Help,
         help="export a saved pipeline for TF Serving",
     )
-    export.add_argument("pipeline", help="directory written by pipe.save()")
+    export.add_argument(
+        "pipeline", help="directory written by pipe.save(), or the --out of a training command"
+    )
     export.add_argument("base_dir", help="TF Serving model base directory")
     export.add_argument(
         "--version", type=int, default=None, help="version number (default: the next one)"
     )
     export.add_argument("--overwrite", action="store_true", help="replace an existing --version")
+    export.add_argument(
+        "--outputs",
+        nargs="+",
+        default=None,
+        metavar="NAME",
+        help="the outputs served (encoders; default: all, e.g. sequence_output, pooled_output)",
+    )
     export.set_defaults(run=_export)
 
     predict = commands.add_parser(

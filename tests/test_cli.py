@@ -608,3 +608,24 @@ def test_finetune_refuses_bad_files_and_flags_before_training(
     with pytest.raises(SystemExit, match=message):
         main([*command, *options])
     assert not (tmp_path / "run").exists()
+
+
+def test_export_serves_the_outputs_asked_for(tiny_bert, word2vec_run, tmp_path, capsys):
+    import numpy as np
+    import tensorflow as tf
+
+    from lmpipe.cli import main
+
+    base = tmp_path / "serving"
+    assert main(["export", str(tiny_bert), str(base), "--outputs", "pooled_output"]) == 0
+    assert capsys.readouterr().out.strip() == f"Exported for TensorFlow Serving: {base / '1'}"
+    signatures = tf.saved_model.load(str(base / "1")).signatures
+    served = signatures["serve_text"](text=tf.constant(["win money now"]))
+    assert set(served) == {"pooled_output"} and served["pooled_output"].shape == (1, 16)
+    filled = signatures["serve_fill_mask"](text=tf.constant(["win [MASK] now"]))
+    assert np.asarray(filled["mask_count"]).tolist() == [1]
+    with pytest.raises(SystemExit, match=r"`outputs` asks for 'logits', which the model does not"):
+        main(["export", str(tiny_bert), str(base), "--outputs", "logits"])
+    run, _ = word2vec_run
+    with pytest.raises(SystemExit, match="--outputs is for the encoders' exports"):
+        main(["export", str(run), str(tmp_path / "w2v"), "--outputs", "vectors"])

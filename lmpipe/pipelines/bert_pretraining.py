@@ -377,9 +377,10 @@ class BertPretraining(TokenizerPipeline):
             outputs[f"{objective}_probabilities"] = keras.layers.Softmax(dtype="float32")(logits)
         return keras.Model(inputs, outputs, name=f"{self.model.name}_serving")
 
-    def write_export(self, base_dir, version, overwrite, top_k=5):
+    def write_export(self, base_dir, version, overwrite, outputs=None, top_k=5):
         """Signatures: `serving_default` (token ids in), the raw-text ones (see README) and
-        `serve_fill_mask` (`fill_mask_function(top_k)`; `export` takes `top_k`)."""
+        `serve_fill_mask` (`fill_mask_function(top_k)`). `export` takes `outputs` (the
+        outputs of the encoder signatures; None: all) and `top_k`."""
         seq_len = self.options.seq_len
         # Text pairs only where a pair fits with a token of each text, as in training.
         pairs = seq_len >= min_sequence_length(2)
@@ -390,6 +391,7 @@ class BertPretraining(TokenizerPipeline):
             base_dir,
             version,
             overwrite,
+            outputs=outputs,
             pairs=pairs,
             extra_signatures={"serve_fill_mask": fill_mask},
         )

@@ -68,10 +68,11 @@ class ElmoPretraining(LanguageModelPretraining):
         )
         return keras.Model(inputs, {"layers": features}, name="elmo_serving")
 
-    def write_export(self, base_dir, version, overwrite):
+    def write_export(self, base_dir, version, overwrite, outputs=None):
         """Signatures: `serving_default` (token ids in) and `serve_text`, which packs each
-        text as `[SEP] text [SEP]` (a document after another, as in training)."""
+        text as `[SEP] text [SEP]` (a document after another, as in training). `export`
+        takes `outputs`: the outputs served (None: all)."""
         model = self.serving_model()
         return self.export_encoder(
-            model, base_dir, version, overwrite, pairs=False, layout="causal"
+            model, base_dir, version, overwrite, outputs, pairs=False, layout="causal"
         )

@@ -411,11 +411,11 @@ class TokenizerPipeline(Pipeline):
     def tokenizers(self):
         return {"tokenizer": self.tokenizer}
 
-    def export_encoder(self, serving_model, base_dir, version, overwrite, **packing):
+    def export_encoder(self, serving_model, base_dir, version, overwrite, outputs=None, **packing):
         """Export `serving_model` (int32 `token_ids`, `segment_ids`, `padding_mask` in) with
         `serving_default` and the raw-text signatures of `lmpipe.serving.export_saved_model`,
         texts packed to the pipeline's `seq_len` (`packing`: its `pairs`, `layout`,
-        `extra_signatures`)."""
+        `extra_signatures`); `outputs` (None: all) picks the outputs served, as there."""
         from lmpipe.serving import export_saved_model
 
         return export_saved_model(
@@ -425,6 +425,7 @@ class TokenizerPipeline(Pipeline):
             self.options.seq_len,
             version=version,
             overwrite=overwrite,
+            outputs=outputs,
             **packing,
         )
 

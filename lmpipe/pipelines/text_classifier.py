@@ -345,11 +345,14 @@ class TextClassifier(TokenizerPipeline):
         outputs = {"probabilities": probabilities, "logits": logits}
         return keras.Model(inputs, outputs, name=f"{model.name}_serving")
 
-    def write_export(self, base_dir, version, overwrite):
-        """Signatures: `serving_default` (token ids in) and raw-text ones (see README)."""
+    def write_export(self, base_dir, version, overwrite, outputs=None):
+        """Signatures: `serving_default` (token ids in) and raw-text ones (see README). `export`
+        takes `outputs`: the outputs served (None: all)."""
         # Text pairs only where a pair fits with a token of each text, as in training.
         pairs = self.options.seq_len >= min_sequence_length(2)
-        return self.export_encoder(self.serving_model(), base_dir, version, overwrite, pairs=pairs)
+        return self.export_encoder(
+            self.serving_model(), base_dir, version, overwrite, outputs, pairs=pairs
+        )
 
 
 def _check_encoder(encoder, tokenizer, seq_len):

@@ -280,8 +280,11 @@ class XLNetPretraining(TokenizerPipeline):
     def restore_state(self, state):
         self.batch_size = state.get("batch_size")
 
-    def write_export(self, base_dir, version, overwrite):
+    def write_export(self, base_dir, version, overwrite, outputs=None):
         """Exports the content-stream encoder. Signatures as for BERT (`serving_default`
         with token ids, and `serve_text` / `serve_text_pair`), the texts packed the XLNet
-        way: `text [SEP] [CLS]` and `text [SEP] text_pair [SEP] [CLS]`."""
-        return self.export_encoder(self.encoder, base_dir, version, overwrite, layout="xlnet")
+        way: `text [SEP] [CLS]` and `text [SEP] text_pair [SEP] [CLS]`. `export`
+        takes `outputs`: the outputs served (None: all)."""
+        return self.export_encoder(
+            self.encoder, base_dir, version, overwrite, outputs, layout="xlnet"
+        )
