@@ -1,4 +1,5 @@
-"""The `lmpipe` command: pretrain, train translation, fine-tune, export, predict, summarize.
+"""The `lmpipe` command: pretrain, train translation, fine-tune, evaluate, export, predict,
+and summarize models.
 
 lmpipe pretrain bert --out runs/bert           # bundled Shakespeare corpus, then export
 lmpipe pretrain albert --corpus 'wiki/*.txt' --vocab-size 30000 --steps 100000
@@ -6,6 +7,7 @@ lmpipe pretrain xlnet --out runs/xlnet --reuse-len 64   # permutation LM with me
 lmpipe pretrain gpt --out runs/gpt --seq-len 64          # next-token LM; elmo: both ways
 lmpipe train translation --pairs en-es.tsv --out runs/mt   # TSV pairs, or the Bible
 lmpipe finetune --pretrained runs/bert/pipeline --out runs/genre
+lmpipe evaluate runs/bert --steps 20
 lmpipe export runs/bert/pipeline serving/bert
 lmpipe predict runs/bert "To be, or not to [MASK]."   # fill-mask, classify, generate, ...
 lmpipe summarize bert --preset base
@@ -761,6 +763,71 @@ FORMATS = {
 }
 
 
+def _evaluate(arguments):
+    directory = _saved_pipeline(arguments.run_dir)
+    if directory is None:
+        raise SystemExit(
+            f"error: {arguments.run_dir} is neither a saved pipeline (no pipeline.json) nor a run "
+            "directory holding one in pipeline/"
+        )
+    for flag, value in (("--batch-size", arguments.batch_size), ("--steps", arguments.steps)):
+        if value is not None and value < 1:
+            raise SystemExit(f"error: {flag} must be a positive integer, got {value}")
+    pipe = _load_pipeline(directory)
+    kind = type(pipe).__name__
+    given = {
+        "--pairs": arguments.pairs is not None,
+        "--labelled": arguments.labelled is not None,
+        "--corpus": arguments.corpus is not None,
+    }
+    wanted = {"Translation": "--pairs", "TextClassifier": "--labelled"}.get(kind, "--corpus")
+    wrong = [flag for flag, present in given.items() if present and flag != wanted]
+    if wrong:
+        raise SystemExit(f"error: a {kind} pipeline is evaluated on {wanted}, not {wrong[0]}")
+    options = {}
+    if wanted == "--pairs":
+        from lmpipe.datasets import ParallelCorpus
+
+        try:
+            data = ParallelCorpus.from_tsv(arguments.pairs) if arguments.pairs else None
+        except ValueError as error:
+            raise SystemExit(f"error: {error}") from None
+        if data is None:
+            raise SystemExit("error: a Translation pipeline is evaluated on --pairs TSV files")
+        options["beam_width"] = arguments.beam_width
+        what = f"{len(data):,} pairs"
+    elif wanted == "--labelled":
+        if arguments.labelled is None:
+            raise SystemExit("error: a TextClassifier is evaluated on a --labelled file")
+        from lmpipe.datasets import read_labelled
+
+        try:
+            labelled = read_labelled(
+                arguments.labelled,
+                text=arguments.text_column,
+                label=arguments.label_column,
+                text_pair=arguments.pair_column,
+            )
+        except (OSError, ValueError) as error:
+            raise SystemExit(f"error: {error}") from None
+        data, what = labelled.examples, f"{len(labelled):,} examples"
+    else:
+        data = _corpus(arguments.corpus, arguments.format)
+        what = arguments.corpus or "the Shakespeare corpus"
+    # With memory, XLNet evaluates batches of its training streams per replica.
+    batch_size = getattr(pipe, "batch_size", None) or arguments.batch_size
+    metrics = pipe.evaluate(data, batch_size=batch_size, steps=arguments.steps, **options)
+    if arguments.json:
+        print(json.dumps(metrics))
+    else:
+        steps = f"{arguments.steps} batches of " if arguments.steps else ""
+        print(
+            f"Evaluation on {steps}{what}: "
+            + ", ".join(f"{name} {value:.4f}" for name, value in sorted(metrics.items()))
+        )
+    return 0
+
+
 def _summarize(arguments):
     from lmpipe import models
 
@@ -1099,6 +1166,47 @@ def build_parser():
     )
     predict.add_argument("--json", action="store_true", help="one JSON object a text")
     predict.set_defaults(run=_predict)
+
+    evaluate = commands.add_parser(
+        "evaluate",
+        parents=[common],
+        formatter_class=_Help,
+        help="evaluate a saved pipeline on a corpus, TSV pairs or a labelled file",
+        description="Evaluates a saved pipeline: a pretraining family or word2vec on --corpus "
+        "(default: the bundled Shakespeare), a translation model on --pairs (with BLEU), a "
+        "classifier on a --labelled file.",
+    )
+    evaluate.add_argument(
+        "run_dir", metavar="RUN", help="a saved pipeline, or the --out of a training command"
+    )
+    evaluate.add_argument("--corpus", default=None, help="file glob (default: Shakespeare)")
+    evaluate.add_argument(
+        "--format",
+        default="auto",
+        choices=["auto", "bert", "prose", "jsonl"],
+        help="the corpus's format (see pretrain --help)",
+    )
+    evaluate.add_argument("--pairs", nargs="+", default=None, help="translation: TSV files")
+    evaluate.add_argument("--labelled", default=None, help="a classifier: CSV, TSV or JSONL")
+    evaluate.add_argument("--text-column", default="text", help="--labelled: the texts")
+    evaluate.add_argument(
+        "--pair-column", default=None, help="--labelled: the second texts, for pairs"
+    )
+    evaluate.add_argument("--label-column", default="label", help="--labelled: the labels")
+    evaluate.add_argument(
+        "--batch-size", type=int, default=None, help="default: the pipeline's family's"
+    )
+    evaluate.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="batches drawn as in training (default: one pass over the data)",
+    )
+    evaluate.add_argument(
+        "--beam-width", type=int, default=4, help="translation: the beam of the BLEU"
+    )
+    evaluate.add_argument("--json", action="store_true", help="the metrics as one JSON object")
+    evaluate.set_defaults(run=_evaluate)
 
     summarize = commands.add_parser(
         "summarize",

@@ -487,6 +487,8 @@ def test_train_translation_holds_out_pairs_reports_bleu_exports_and_translates(t
     assert description["options"]["max_source_len"] == 48
     assert main(["predict", str(out), "And Ruth said", "--json", "--beam-width", "2"]) == 0
     assert set(json.loads(capsys.readouterr().out)) == {"text", "translate"}
+    assert main(["evaluate", str(out), "--pairs", RUTH_JONAH, "--beam-width", "1", "--json"]) == 0
+    assert {"bleu", "loss", "token_accuracy"} <= set(json.loads(capsys.readouterr().out))
 
 
 @pytest.mark.parametrize(
@@ -578,6 +580,8 @@ def test_finetune_on_the_users_labelled_files_then_predict(tiny_bert, tmp_path, 
         assert json.load(file)["options"]["labels"] == ["ham", "spam"]
     assert main(["predict", str(out), spam, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["classify"]["label"] in ("ham", "spam")
+    assert main(["evaluate", str(out), "--labelled", str(tmp_path / "valid.jsonl")]) == 0
+    assert re.match(r"Evaluation on 2 examples: accuracy \d\.\d{4}, loss", capsys.readouterr().out)
 
 
 @pytest.mark.parametrize(
@@ -629,3 +633,29 @@ def test_export_serves_the_outputs_asked_for(tiny_bert, word2vec_run, tmp_path, 
     run, _ = word2vec_run
     with pytest.raises(SystemExit, match="--outputs is for the encoders' exports"):
         main(["export", str(run), str(tmp_path / "w2v"), "--outputs", "vectors"])
+
+
+def test_evaluate_a_saved_pipeline_on_the_data_of_its_family(
+    tiny_bert, word2vec_run, tmp_path, capsys
+):
+    from lmpipe.cli import main
+    from lmpipe.datasets import TextCorpus
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("win money now\nfree prize\n\nsee you at five\nlunch tomorrow\n" * 5)
+    run, pipe = word2vec_run
+    assert main(["evaluate", str(run), "--corpus", str(corpus), "--steps", "2", "--json"]) == 0
+    expected = pipe.evaluate(TextCorpus.from_files(str(corpus)), steps=2)
+    assert json.loads(capsys.readouterr().out) == pytest.approx(expected, rel=1e-6)
+    assert main(["evaluate", str(tiny_bert), "--corpus", str(corpus), "--steps", "2"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith(f"Evaluation on 2 batches of {corpus}: loss ")
+    assert "mlm_accuracy" in printed
+    with pytest.raises(
+        SystemExit, match="a Word2Vec pipeline is evaluated on --corpus, not --pairs"
+    ):
+        main(["evaluate", str(run), "--pairs", "x.tsv"])
+    with pytest.raises(SystemExit, match="--steps must be a positive integer, got 0"):
+        main(["evaluate", str(run), "--steps", "0"])
+    with pytest.raises(SystemExit, match="is neither a saved pipeline"):
+        main(["evaluate", str(tmp_path)])

@@ -24,6 +24,7 @@ from lmpipe.pipelines.training import (
     EvaluateEachEpoch,
     check_training_options,
     one_pass_steps,
+    one_pass_without_warning,
     train,
 )
 
@@ -288,7 +289,8 @@ class Pipeline:
         data = self.check_data(data)
         model = self.evaluation_model(batch_size)
         dataset = self.evaluation_batches(data, batch_size, steps)
-        results = model.evaluate(dataset, steps=steps, return_dict=True, verbose=verbose)
+        with one_pass_without_warning():
+            results = model.evaluate(dataset, steps=steps, return_dict=True, verbose=verbose)
         return self.derived_metrics({name: float(value) for name, value in results.items()})
 
     # Save, load, export -----------------------------------------------------------------------

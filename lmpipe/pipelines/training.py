@@ -5,6 +5,7 @@ import inspect
 import os
 import random
 import time
+import warnings
 
 import keras
 import tensorflow as tf
@@ -64,6 +65,15 @@ def seeded(seed):
         random.setstate(state)
 
 
+@contextlib.contextmanager
+def one_pass_without_warning():
+    """Keras warns "Your input ran out of data" when it evaluates a finite dataset of unknown
+    length to its end, which is what a pass over the data is: not a problem to report."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Your input ran out of data")
+        yield
+
+
 class EvaluateEachEpoch(keras.callbacks.Callback):
     """Evaluate on `dataset` at each epoch's end; add its metrics to the logs as `val_<name>`.
 
@@ -75,7 +85,8 @@ class EvaluateEachEpoch(keras.callbacks.Callback):
         self.dataset = dataset
 
     def on_epoch_end(self, epoch, logs=None):
-        results = self.model.evaluate(self.dataset, return_dict=True, verbose=0)
+        with one_pass_without_warning():
+            results = self.model.evaluate(self.dataset, return_dict=True, verbose=0)
         if logs is not None:
             logs.update({f"val_{name}": float(value) for name, value in results.items()})
 
