@@ -679,12 +679,18 @@ def _predict(arguments):
     if not texts:
         raise SystemExit("error: no text to predict: give texts as arguments or on stdin")
     pipe = _load_pipeline(directory)
-    task = next((name for name in PREDICTIONS if hasattr(pipe, name)), None)
-    if task is None:
+    supported = [name for name in PREDICTIONS if hasattr(pipe, name)]
+    if not supported:
         raise SystemExit(
             f"error: a {type(pipe).__name__} pipeline has nothing to predict from text; "
             f"export it (`lmpipe export`) to serve its outputs"
         )
+    if arguments.task is not None and arguments.task not in supported:
+        raise SystemExit(
+            f"error: --task {arguments.task}: a {type(pipe).__name__} pipeline does "
+            f"{', '.join(supported)}"
+        )
+    task = arguments.task or supported[0]
     try:
         results = PREDICTIONS[task](pipe, texts, arguments)
     except (KeyError, ValueError) as error:
@@ -723,6 +729,11 @@ def _translate(pipe, texts, arguments):
     return pipe.translate(texts, beam_width=arguments.beam_width)
 
 
+def _embed(pipe, texts, arguments):
+    del arguments
+    return pipe.embed(texts).tolist()
+
+
 def _most_similar(pipe, texts, arguments):
     return [
         [[word, score] for word, score in pipe.most_similar(text.split(), topn=arguments.top_k)]
@@ -742,6 +753,11 @@ def _show_classify(text, result):
     return f"{result['label']}\t{result['probabilities'][result['label']]:.3f}\t{text}"
 
 
+def _show_embed(text, vector):
+    shown = ", ".join(f"{value:.4f}" for value in vector[:4])
+    return f"{text}\t[{shown}, ...] ({len(vector)} floats; --json for all)"
+
+
 def _show_most_similar(text, neighbours):
     return f"{text}: " + ", ".join(f"{word} {score:.3f}" for word, score in neighbours)
 
@@ -753,6 +769,7 @@ PREDICTIONS = {
     "generate": _generate,
     "translate": _translate,
     "most_similar": _most_similar,
+    "embed": _embed,
 }
 FORMATS = {
     "fill_mask": _show_fill_mask,
@@ -760,6 +777,7 @@ FORMATS = {
     "generate": lambda text, continuation: f"{text}{continuation}",
     "translate": lambda text, translation: f"{text}\t{translation}",
     "most_similar": _show_most_similar,
+    "embed": _show_embed,
 }
 
 
@@ -1163,6 +1181,13 @@ def build_parser():
     )
     predict.add_argument(
         "--beam-width", type=int, default=4, help="translation: beam width (1: greedy)"
+    )
+    predict.add_argument(
+        "--task",
+        default=None,
+        choices=list(PREDICTIONS),
+        help="what to do with the texts (default: the first the pipeline does of these; "
+        "embed: one vector a text, the mean of the encoder's outputs)",
     )
     predict.add_argument("--json", action="store_true", help="one JSON object a text")
     predict.set_defaults(run=_predict)

@@ -659,3 +659,19 @@ def test_evaluate_a_saved_pipeline_on_the_data_of_its_family(
         main(["evaluate", str(run), "--steps", "0"])
     with pytest.raises(SystemExit, match="is neither a saved pipeline"):
         main(["evaluate", str(tmp_path)])
+
+
+def test_predict_task_embed_and_tasks_a_pipeline_does_not_do(tiny_bert, capsys):
+    import numpy as np
+
+    from lmpipe import pipelines
+    from lmpipe.cli import main
+
+    assert main(["predict", str(tiny_bert), "win money now", "--task", "embed", "--json"]) == 0
+    vector = json.loads(capsys.readouterr().out)["embed"]
+    expected = pipelines.load(str(tiny_bert)).embed(["win money now"])[0]
+    np.testing.assert_allclose(vector, expected, rtol=1e-5, atol=1e-6)
+    assert main(["predict", str(tiny_bert), "win money now", "--task", "embed"]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("(16 floats; --json for all)")
+    with pytest.raises(SystemExit, match="--task generate: a BertPretraining pipeline does "):
+        main(["predict", str(tiny_bert), "win", "--task", "generate"])

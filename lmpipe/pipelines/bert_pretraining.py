@@ -27,7 +27,7 @@ from lmpipe.models.albert import AlbertConfig
 from lmpipe.models.bert import BertConfig
 from lmpipe.models.pretraining import BertPretrainer
 from lmpipe.models.samplers import traced_function
-from lmpipe.pipelines.pipeline import PipelineOptions, TokenizerPipeline
+from lmpipe.pipelines.pipeline import EncoderPipeline, PipelineOptions
 
 # The positions of the default model: BERT's, or seq_len if shorter (at least 128).
 DEFAULT_MAX_SEQUENCE_LENGTH = 512
@@ -102,7 +102,7 @@ class AlbertPretrainingOptions(BertPretrainingOptions):
     max_ngram: int = 3
 
 
-class BertPretraining(TokenizerPipeline):
+class BertPretraining(EncoderPipeline):
     """BERT pretraining: sentence pairs with masked-LM predictions, built online in tf.data.
 
     `dataset(corpus, batch_size)` yields `(features, labels)` batches with the names of the

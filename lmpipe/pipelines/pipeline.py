@@ -13,11 +13,14 @@ configuration; one `load` reads any family) and `export`.
 import dataclasses
 import math
 
+import numpy as np
 import tensorflow as tf
 
-from lmpipe.arguments import check_number, check_seed
+from lmpipe.arguments import check_choice, check_number, check_seed, check_texts
+from lmpipe.datasets.packing import pack_texts
 from lmpipe.datasets.wordpiece import WordPieceTokenizer
 from lmpipe.models.configs import config_from_dict, config_to_dict
+from lmpipe.models.samplers import traced_function
 from lmpipe.pipelines import saved_pipeline
 from lmpipe.pipelines.training import (
     TRAINING_OPTIONS,
@@ -430,6 +433,54 @@ class TokenizerPipeline(Pipeline):
             outputs=outputs,
             **packing,
         )
+
+
+class EncoderPipeline(TokenizerPipeline):
+    """A `TokenizerPipeline` whose model has an encoder (`self.encoder`: `token_ids`,
+    `segment_ids`, `padding_mask` -> `sequence_output`, `pooled_output`), texts packed the
+    `packing_layout` way: BERT, ALBERT, XLNet and the classifier. Adds `embed`."""
+
+    packing_layout = "bert"
+
+    @property
+    def encoder(self):
+        raise NotImplementedError
+
+    def embed(self, texts, pooling="mean", batch_size=64):
+        """One vector per text, a float32 numpy array `[N, hidden_dim]`.
+
+        Each text is packed alone (cut to `seq_len`) and run through the encoder. `pooling`:
+        "mean", the mean of `sequence_output` over the text's real tokens (special tokens
+        included), the usual sentence embedding; or "pooled", the encoder's `pooled_output`
+        (BERT's tanh layer on `[CLS]`, trained by the pair objective; XLNet's on its last
+        token).
+        """
+        texts = check_texts("texts", texts)
+        check_choice("pooling", pooling, ("mean", "pooled"))
+        check_number("batch_size", batch_size, minimum=1, integer=True)
+        encoder = self.encoder
+        tokenizer, seq_len, layout = self.tokenizer, self.options.seq_len, self.packing_layout
+
+        def make():
+            @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
+            def embed(text):
+                features = pack_texts(tokenizer, text, seq_len, layout=layout)
+                outputs = encoder(features, training=False)
+                if pooling == "pooled":
+                    return tf.cast(outputs["pooled_output"], tf.float32)
+                weights = tf.cast(features["padding_mask"], tf.float32)[:, :, None]
+                total = tf.reduce_sum(tf.cast(outputs["sequence_output"], tf.float32) * weights, 1)
+                return total / tf.reduce_sum(weights, axis=1)
+
+            return embed
+
+        function = traced_function(encoder, ("embed", pooling, seq_len, layout), make)
+        vectors = [
+            function(tf.constant(texts[start : start + batch_size], tf.string)).numpy()
+            for start in range(0, len(texts), batch_size)
+        ]
+        width = encoder.output["sequence_output"].shape[-1]
+        return np.concatenate(vectors) if vectors else np.zeros([0, width], np.float32)
 
 
 def load(directory):

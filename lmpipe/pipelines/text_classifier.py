@@ -19,7 +19,7 @@ from lmpipe.datasets.shuffling import by_epoch, window_shuffle
 from lmpipe.datasets.wordpiece import WordPieceTokenizer
 from lmpipe.models.pretrained import bert_from_pretrained
 from lmpipe.models.sequence_classifier import ENCODER_INPUTS, SequenceClassifier
-from lmpipe.pipelines.pipeline import PipelineOptions, TokenizerPipeline
+from lmpipe.pipelines.pipeline import EncoderPipeline, PipelineOptions
 
 # Examples held in memory are shuffled all together; a tf.data.Dataset of examples through a
 # buffer of this many.
@@ -69,7 +69,7 @@ class TextClassifierOptions(PipelineOptions):
         self.resolve("labels", labels)
 
 
-class TextClassifier(TokenizerPipeline):
+class TextClassifier(EncoderPipeline):
     """Fine-tuning: a pretrained encoder + a classification head on `[CLS]`, trained on labelled
     texts (or text pairs), with data, training, evaluation, prediction, save/load and export.
 

@@ -10,7 +10,7 @@ from lmpipe.datasets.xlnet_examples import check_xlnet_arguments, special_ids, x
 from lmpipe.models.xlnet import XLNetConfig, check_memory_arguments
 from lmpipe.models.xlnet_pretrainer import XLNetPretrainer
 from lmpipe.pipelines.distribution import distribution_strategy, per_replica_batch_size
-from lmpipe.pipelines.pipeline import PipelineOptions, TokenizerPipeline
+from lmpipe.pipelines.pipeline import EncoderPipeline, PipelineOptions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,7 +76,7 @@ class XLNetPretrainingOptions(PipelineOptions):
         )
 
 
-class XLNetPretraining(TokenizerPipeline):
+class XLNetPretraining(EncoderPipeline):
     """XLNet pretraining: permutation language modelling with two-stream attention.
 
     `dataset(corpus, batch_size)` yields `(features, labels)` batches with the names of the

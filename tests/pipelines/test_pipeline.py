@@ -156,3 +156,31 @@ def tf_value(event):
     import tensorflow as tf
 
     return tf.make_ndarray(event.tensor_proto)
+
+
+@pytest.mark.parametrize("family", ["bert", "xlnet"])
+def test_embed_is_the_mean_of_the_real_tokens_or_the_pooled_output(family):
+    from lmpipe.datasets.packing import pack_texts
+    from lmpipe.models import BertConfig, XLNetConfig
+
+    tokenizer = WordPieceTokenizer(VOCABULARY)
+    sizes = dict(vocabulary_size=len(VOCABULARY), hidden_dim=8, num_heads=2, intermediate_dim=16)
+    if family == "bert":
+        config = BertConfig.tiny(**sizes, max_sequence_length=8)
+        pipe = pipelines.BertPretraining(tokenizer, config, seq_len=8, seed=0)
+    else:
+        pipe = pipelines.XLNetPretraining(tokenizer, XLNetConfig.tiny(**sizes), seq_len=8, seed=0)
+    with pytest.raises(ValueError, match="no model yet"):
+        pipe.embed(["to be"])
+    pipe.model = pipe.build_model()
+    texts = ["to be or not to be", "not", ""]
+    features = pack_texts(tokenizer, np.array(texts, dtype=object), 8, layout=pipe.packing_layout)
+    outputs = pipe.encoder(features)
+    mask = np.asarray(features["padding_mask"], np.float32)[:, :, None]
+    mean = (np.asarray(outputs["sequence_output"]) * mask).sum(1) / mask.sum(1)
+    np.testing.assert_allclose(pipe.embed(texts, batch_size=2), mean, rtol=1e-5, atol=1e-6)
+    pooled = pipe.embed(texts, pooling="pooled")
+    np.testing.assert_allclose(pooled, np.asarray(outputs["pooled_output"]), rtol=1e-5, atol=1e-6)
+    assert pipe.embed([]).shape == (0, 8)
+    with pytest.raises(ValueError, match="`pooling` must be one of 'mean', 'pooled'"):
+        pipe.embed(texts, pooling="max")
