@@ -250,7 +250,10 @@ def test_every_family_goes_through_the_same_scenario(
         result = printed.pop("text") == text and next(iter(printed.values()))
         if family == "classifier":
             result = result["label"]
-        assert result == pytest.approx(expected(loaded, text), rel=1e-6)
+        if family == "xlnet":  # an embedding: floats
+            assert result == pytest.approx(expected(loaded, text), rel=1e-6)
+        else:
+            assert result == expected(loaded, text)
 
     path = loaded.export(str(tmp_path / "serving"))
     served = subprocess.run(
