@@ -159,9 +159,16 @@ def _new_tokenizer(arguments, corpus):
     if arguments.vocab:
         return WordPieceTokenizer.from_vocab_file(arguments.vocab, lower_case=not arguments.cased)
     print(f"Learning a {arguments.vocab_size}-token WordPiece vocabulary from the corpus...")
-    return WordPieceTokenizer.train(
+    tokenizer = WordPieceTokenizer.train(
         corpus, vocab_size=arguments.vocab_size, lower_case=not arguments.cased
     )
+    if tokenizer.vocabulary_size < arguments.vocab_size:
+        print(
+            f"note: the vocabulary has {tokenizer.vocabulary_size:,} tokens, not "
+            f"{arguments.vocab_size:,}: the corpus has no more pieces worth a token "
+            "(the model is sized to the vocabulary learned)"
+        )
+    return tokenizer
 
 
 def _check_pretrain_arguments(arguments, strategy):

@@ -675,3 +675,16 @@ def test_predict_task_embed_and_tasks_a_pipeline_does_not_do(tiny_bert, capsys):
     assert capsys.readouterr().out.rstrip().endswith("(16 floats; --json for all)")
     with pytest.raises(SystemExit, match="--task generate: a BertPretraining pipeline does "):
         main(["predict", str(tiny_bert), "win", "--task", "generate"])
+
+
+def test_a_vocabulary_smaller_than_asked_is_reported(tmp_path, capsys):
+    from lmpipe.cli import _new_tokenizer, build_parser
+    from lmpipe.datasets import TextCorpus
+
+    corpus = TextCorpus.from_documents([["to be or not to be", "that is the question"]] * 3)
+    arguments = build_parser().parse_args(
+        ["pretrain", "bert", "--out", str(tmp_path), "--vocab-size", "8000"]
+    )
+    tokenizer = _new_tokenizer(arguments, corpus)
+    printed = capsys.readouterr().out
+    assert f"note: the vocabulary has {tokenizer.vocabulary_size:,} tokens, not 8,000" in printed
