@@ -18,6 +18,7 @@ sharding in `lmpipe.datasets.sharding` and the Shakespeare parser in
 """
 
 import json
+import logging
 
 import tensorflow as tf
 
@@ -37,11 +38,14 @@ from lmpipe.datasets.corpus_validation import (
     FORMATS,
     FileStats,
     expand_patterns,
+    prose_note,
     resolve_format,
     scan_file,
 )
 from lmpipe.datasets.shakespeare import check_choices, shakespeare_play, shakespeare_plays
 from lmpipe.datasets.sharding import pipeline_position, read_sharded
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_MAX_LINE_BYTES", "FileStats", "TextCorpus"]
 
@@ -78,8 +82,10 @@ class TextCorpus:
         documents=None,
         metadata=None,
         num_documents_without_text=0,
+        notes=(),
     ):
         self._source = source
+        self._notes = tuple(notes)
         self._files = tuple(files)
         self._format = file_format
         self._text_field = text_field
@@ -122,7 +128,9 @@ class TextCorpus:
           line, that it finds what Python's `json` finds, so the key must be written as is
           (not with `\\u` escapes in its name).
         - "auto": "jsonl" for files ending in `.jsonl` or `.json`, "bert" for any other; all
-          files must resolve to the same format.
+          files must resolve to the same format. A text file whose lines often hold a
+          sentence break (half a break a line or more, over its first 64 KiB) is read as
+          "bert" with a warning, also shown by `describe()`, that it looks like prose.
 
         A UTF-8 byte order mark at the start of a line is removed. Every file is read once,
         here, line by line, before any training: bad input raises a `ValueError` naming the
@@ -163,7 +171,13 @@ class TextCorpus:
             scan_file(path, file_format, text_field, encoding_errors, max_line_bytes)
             for path in files
         ]
+        notes = []
+        if format == "auto" and file_format == "bert":
+            notes = [note for note in map(prose_note, files) if note]
+            for note in notes:
+                logger.warning("%s", note)
         return cls(
+            notes=notes,
             source=f"{len(files)} file{'s' if len(files) != 1 else ''}, format={file_format!r}",
             files=files,
             file_format=file_format,
@@ -399,6 +413,7 @@ class TextCorpus:
                 f"  {stats.path}: {stats.num_documents:,} documents, "
                 f"{stats.num_sentences:,} sentences{skipped}"
             )
+        lines.extend(f"  note: {note}" for note in self._notes)
         if self._metadata and all("genre" in item for item in self._metadata):
             counts = {}
             for item, document in zip(self._metadata, self._documents, strict=True):

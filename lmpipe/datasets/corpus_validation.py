@@ -91,6 +91,36 @@ def resolve_format(file_format, files):
     return formats.pop()
 
 
+# A line of BERT's format holds one sentence, so a sentence break inside a line ("... end.
+# Next ...", as `split_sentences` finds them) is rare there; in prose (a paragraph a line, or
+# text wrapped at a width) it is common. Counted over the first `PROSE_SNIFF_BYTES` of a file.
+PROSE_BREAKS_PER_LINE = 0.5
+PROSE_SNIFF_BYTES = 1 << 16
+
+
+def prose_note(path):
+    """A sentence saying why a text file looks like prose rather than BERT's one sentence a
+    line, with the numbers; None if it does not."""
+    with _open_binary(path) as stream:
+        head = stream.read(PROSE_SNIFF_BYTES)
+    lines = head.decode("utf-8", errors="replace").splitlines()
+    if len(head) == PROSE_SNIFF_BYTES:
+        lines = lines[:-1]  # cut by the sniff
+    lines = [line for line in lines if line.strip()]
+    if not lines:
+        return None
+    sentences = split_sentences(tf.constant(lines, tf.string)).row_lengths().numpy()
+    breaks = float((sentences - 1).clip(min=0).mean())
+    if breaks < PROSE_BREAKS_PER_LINE:
+        return None
+    return (
+        f"{path} looks like prose: {breaks:.1f} sentence breaks inside a line on average over "
+        f"its first {len(lines):,} lines, where BERT's format has one sentence a line; "
+        "format='auto' reads it as that format (each line a sentence): pass format='prose' "
+        "to split its paragraphs into sentences"
+    )
+
+
 def _open_binary(path):
     if "://" in path:
         return tf.io.gfile.GFile(path, "rb")

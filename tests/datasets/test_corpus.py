@@ -297,3 +297,21 @@ def test_from_documents_rejects_malformed_documents():
         TextCorpus.from_documents([["One.", "  "]])
     with pytest.raises(ValueError, match="`metadata` has 1 entries for 2 documents"):
         TextCorpus.from_documents([["One."], ["Two."]], metadata=[{}])
+
+
+def test_auto_says_when_a_text_file_looks_like_prose(tmp_path, caplog):
+    import textwrap
+
+    prose = write(tmp_path / "novel.txt", textwrap.fill(PARAGRAPH.replace("\n", " "), 60) + "\n")
+    one_a_line = write(tmp_path / "bert.txt", "\n".join(PARAGRAPH_SENTENCES) + "\n\nOne more.\n")
+    with caplog.at_level("WARNING", logger="lmpipe.datasets.corpus"):
+        corpus = TextCorpus.from_files(prose)
+    assert corpus.format == "bert"  # what auto assumed, and says so with the numbers
+    note = re.search(
+        r"note: .*novel.txt looks like prose: (\d\.\d) sentence breaks", corpus.describe()
+    )
+    assert note and float(note.group(1)) >= 0.5
+    assert "format='prose'" in caplog.text
+    assert "note:" not in TextCorpus.from_files(one_a_line).describe()
+    assert "note:" not in TextCorpus.from_files(prose, format="bert").describe()
+    assert TextCorpus.from_files(prose, format="prose").num_sentences == len(PARAGRAPH_SENTENCES)
