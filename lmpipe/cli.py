@@ -18,6 +18,7 @@ import inspect
 import json
 import os
 import re
+import signal
 import sys
 
 PRESETS = {
@@ -339,8 +340,43 @@ def _pretrain(arguments):
         "Evaluation on 10 batches: "
         + ", ".join(f"{name} {value:.4f}" for name, value in sorted(metrics.items()))
     )
+    if hasattr(pipe, "baselines"):
+        baselines = pipe.baselines(corpus, batch_size=batch_size, steps=10)
+        print(
+            "Without context, on the same batches: "
+            + ", ".join(f"{name} {value:.4f}" for name, value in sorted(baselines.items()))
+            + " (the most frequent token; a unigram model; chance)"
+        )
+        _fill_mask_examples(pipe, corpus)
     _export_once(pipe, arguments, trained=bool(history.history))
     return 0
+
+
+def _fill_mask_examples(pipe, corpus, examples=3):
+    """Print what the model puts in place of one word in a few sentences of `corpus`: the
+    longest word of the sentence that is a single token of the vocabulary."""
+    tokenizer, texts, answers = pipe.tokenizer, [], []
+    for document in corpus.iter_documents():
+        sentence = document[len(document) // 2]
+        words = sentence.split()
+        pieces = tokenizer.tokenize([word.strip(".,;:!?'\"") for word in words]).to_list()
+        single = [i for i, word_pieces in enumerate(pieces) if len(word_pieces) == 1]
+        if not single or len(words) < 4:
+            continue
+        chosen = max(single, key=lambda i: len(words[i].strip(".,;:!?'\"")))
+        word = words[chosen].strip(".,;:!?'\"")
+        masked = words[chosen].replace(word, "[MASK]", 1)
+        texts.append(" ".join(words[:chosen] + [masked] + words[chosen + 1 :]))
+        answers.append(tokenizer.id_to_token(pieces[chosen][0]))
+        if len(texts) == examples:
+            break
+    try:
+        filled = pipe.fill_mask(texts, top_k=3)
+    except ValueError:  # a sentence longer than seq_len: no examples rather than an error
+        return
+    for text, answer, (predictions,) in zip(texts, answers, filled, strict=True):
+        best = ", ".join(f"{p['token']} {p['score']:.2f}" for p in predictions)
+        print(f"  {text}\n    [MASK] = {answer}; the model: {best}")
 
 
 def _pretrain_word2vec(arguments, strategy):
@@ -1302,18 +1338,22 @@ def main(argv=None):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if arguments.command == "pretrain":
         _resolve_pretrain_flags(arguments, sys.argv[1:] if argv is None else list(argv))
+    if argv is None:
+        # Run as the command (not called from Python): SIGTERM (what schedulers send) stops
+        # it as Ctrl-C does, with the message of where a rerun resumes.
+        signal.signal(signal.SIGTERM, _terminate)
     if argv is None and not arguments.verbose:
-        # Run as the command (not called from Python): before TensorFlow starts.
+        # Before TensorFlow starts.
         from lmpipe.console import hide_native_logs
 
         hide_native_logs()
     try:
         return arguments.run(arguments)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:
         if arguments.debug:
             raise
         print(_interrupted(arguments), file=sys.stderr)
-        return 130
+        return 143 if isinstance(interrupt, Terminated) else 130
     except Exception as error:  # noqa: BLE001  (every error is one line without --debug)
         if arguments.debug:
             raise
@@ -1321,6 +1361,15 @@ def main(argv=None):
         raise SystemExit(
             f"error: {_as_flags(str(message))} ({type(error).__name__}; --debug shows where)"
         ) from None
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is, as Ctrl-C raises `KeyboardInterrupt`."""
+
+
+def _terminate(signum, frame):
+    del signum, frame
+    raise Terminated
 
 
 def _interrupted(arguments):

@@ -688,3 +688,26 @@ def test_a_vocabulary_smaller_than_asked_is_reported(tmp_path, capsys):
     tokenizer = _new_tokenizer(arguments, corpus)
     printed = capsys.readouterr().out
     assert f"note: the vocabulary has {tokenizer.vocabulary_size:,} tokens, not 8,000" in printed
+
+
+def test_sigterm_stops_the_command_as_ctrl_c_does(tmp_path):
+    code = (
+        "import os, signal, sys, time\n"
+        "import lmpipe.cli as cli\n"
+        "def work(arguments):\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    time.sleep(30)\n"
+        "cli._pretrain = work\n"
+        f"sys.argv = ['lmpipe', 'pretrain', 'bert', '--out', {str(tmp_path)!r}]\n"
+        "sys.exit(cli.main())\n"
+    )
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "ckpt-7.index").write_bytes(b"")
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 143, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"interrupted; the last checkpoint is step 7 ({tmp_path / 'checkpoints'}); run the "
+        "same command to resume from it"
+    )

@@ -27,7 +27,7 @@ from lmpipe.models.albert import AlbertConfig
 from lmpipe.models.bert import BertConfig
 from lmpipe.models.pretraining import BertPretrainer
 from lmpipe.models.samplers import traced_function
-from lmpipe.pipelines.pipeline import EncoderPipeline, PipelineOptions
+from lmpipe.pipelines.pipeline import EncoderPipeline, PipelineOptions, perplexity
 
 # The positions of the default model: BERT's, or seq_len if shorter (at least 128).
 DEFAULT_MAX_SEQUENCE_LENGTH = 512
@@ -215,6 +215,37 @@ class BertPretraining(EncoderPipeline):
     def training_batches(self, corpus, per_replica, input_context):
         self._check_corpus(corpus, input_context)
         return self.dataset(corpus, per_replica, input_context=input_context)
+
+    # Evaluation -------------------------------------------------------------------------------
+
+    def derived_metrics(self, results):
+        """Adds `mlm_perplexity`, exp of the mean masked-LM loss."""
+        return {**results, "mlm_perplexity": perplexity(results["mlm_loss"])}
+
+    def baselines(self, corpus, batch_size=None, steps=None):
+        """What predicting without context scores on the batches `evaluate` runs (the same
+        batches for the same arguments), to read `evaluate`'s numbers against:
+        `mlm_accuracy` of always predicting the most frequent target token, `mlm_perplexity`
+        of predicting each target with its frequency among these targets (a unigram model
+        fit on them, so a little better than any unigram model could do), and, with a pair
+        objective, `pair_accuracy` 0.5 (pair labels are drawn balanced)."""
+        batch_size = self.default_batch_size if batch_size is None else batch_size
+        check_positive_int("batch_size", batch_size)
+        check_positive_int("steps", steps, none=True)
+        dataset = self.evaluation_batches(self.check_data(corpus), batch_size, steps)
+        if steps:
+            dataset = dataset.take(steps)
+        counts = np.zeros(self.tokenizer.vocabulary_size, np.float64)
+        for _, labels in dataset.as_numpy_iterator():
+            np.add.at(counts, labels["mask_ids"][labels["mask_weights"] > 0], 1.0)
+        frequencies = counts[counts > 0] / counts.sum()
+        results = {
+            "mlm_accuracy": float(frequencies.max()),
+            "mlm_perplexity": float(np.exp(-(frequencies * np.log(frequencies)).sum())),
+        }
+        if self.options.objective != "mlm":
+            results["pair_accuracy"] = 0.5
+        return results
 
     # Model ------------------------------------------------------------------------------------
 

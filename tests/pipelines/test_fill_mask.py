@@ -121,3 +121,52 @@ def test_fill_mask_refuses_texts_it_cannot_fill(tokenizer):
         pipe.fill_mask(["the [MASK] sat"], top_k=tokenizer.vocabulary_size)
     with pytest.raises(ValueError, match="`top_k` must be a positive integer"):
         pipe.fill_mask(["the [MASK] sat"], top_k=0)
+
+
+def test_baselines_are_the_most_frequent_token_and_unigram_on_evaluates_batches(tokenizer):
+    import collections
+    import math
+
+    corpus = TextCorpus.from_documents([[sentence] for sentence in SENTENCES] * 16)
+    pipe = BertPretraining(
+        tokenizer,
+        BertConfig.tiny(
+            vocabulary_size=tokenizer.vocabulary_size,
+            hidden_dim=16,
+            num_heads=2,
+            intermediate_dim=32,
+            max_sequence_length=16,
+        ),
+        seq_len=16,
+        seed=0,
+    )
+    pipe.model = pipe.build_model()
+    baselines = pipe.baselines(corpus, batch_size=8, steps=3)
+    targets = collections.Counter()
+    batches = pipe.evaluation_batches(corpus, 8, 3).take(3)
+    for _, labels in batches.as_numpy_iterator():
+        targets.update(labels["mask_ids"][labels["mask_weights"] > 0].tolist())
+    total = sum(targets.values())
+    entropy = -sum(n / total * math.log(n / total) for n in targets.values())
+    assert baselines == pytest.approx(
+        {
+            "mlm_accuracy": max(targets.values()) / total,
+            "mlm_perplexity": math.exp(entropy),
+            "pair_accuracy": 0.5,
+        }
+    )
+    results = pipe.evaluate(corpus, batch_size=8, steps=3)
+    assert results["mlm_perplexity"] == pytest.approx(math.exp(results["mlm_loss"]))
+
+
+def test_the_main_job_shows_fill_mask_on_sentences_of_its_corpus(tokenizer, capsys):
+    from lmpipe.cli import _fill_mask_examples
+
+    corpus = TextCorpus.from_documents([SENTENCES, SENTENCES[::-1], SENTENCES[1:]])
+    pipe = tiny(tokenizer)
+    pipe.model = pipe.build_model()
+    _fill_mask_examples(pipe, corpus)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 6 and all("[MASK]" in line for line in lines)
+    assert lines[0] == "  my bird sang at the [MASK] ."  # the longest one-token word
+    assert lines[1].startswith("    [MASK] = window; the model: ")
