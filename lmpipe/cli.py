@@ -353,12 +353,14 @@ def _pretrain(arguments):
 
 
 def _fill_mask_examples(pipe, corpus, examples=3):
-    """Print what the model puts in place of one word in a few sentences of `corpus`: the
-    longest word of the sentence that is a single token of the vocabulary."""
+    """Print what the model puts in place of one word in a few sentences of `corpus` (that
+    fit in `seq_len`): the longest word of the sentence that is a single token."""
     tokenizer, texts, answers = pipe.tokenizer, [], []
     for document in corpus.iter_documents():
         sentence = document[len(document) // 2]
         words = sentence.split()
+        if len(tokenizer.tokenize(sentence).numpy()) + 2 > pipe.options.seq_len:
+            continue
         pieces = tokenizer.tokenize([word.strip(".,;:!?'\"") for word in words]).to_list()
         single = [i for i, word_pieces in enumerate(pieces) if len(word_pieces) == 1]
         if not single or len(words) < 4:
@@ -370,10 +372,9 @@ def _fill_mask_examples(pipe, corpus, examples=3):
         answers.append(tokenizer.id_to_token(pieces[chosen][0]))
         if len(texts) == examples:
             break
-    try:
-        filled = pipe.fill_mask(texts, top_k=3)
-    except ValueError:  # a sentence longer than seq_len: no examples rather than an error
+    if not texts:
         return
+    filled = pipe.fill_mask(texts, top_k=3)
     for text, answer, (predictions,) in zip(texts, answers, filled, strict=True):
         best = ", ".join(f"{p['token']} {p['score']:.2f}" for p in predictions)
         print(f"  {text}\n    [MASK] = {answer}; the model: {best}")

@@ -170,3 +170,15 @@ def test_the_main_job_shows_fill_mask_on_sentences_of_its_corpus(tokenizer, caps
     assert len(lines) == 6 and all("[MASK]" in line for line in lines)
     assert lines[0] == "  my bird sang at the [MASK] ."  # the longest one-token word
     assert lines[1].startswith("    [MASK] = window; the model: ")
+
+
+def test_the_fill_mask_examples_skip_sentences_longer_than_seq_len(tokenizer, capsys):
+    from lmpipe.cli import _fill_mask_examples
+
+    long = " ".join(SENTENCES * 3)  # 28 words: more than seq_len 16
+    corpus = TextCorpus.from_documents([[long], [SENTENCES[0]]])
+    pipe = tiny(tokenizer)
+    pipe.model = pipe.build_model()
+    _fill_mask_examples(pipe, corpus)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "  [MASK] cat sat on the mat ." and len(lines) == 2  # the first longest
