@@ -328,11 +328,9 @@ def _pretrain(arguments):
         mixed_precision=arguments.mixed_precision,
         jit_compile=arguments.xla,
     )
-    pipeline_dir = os.path.join(arguments.out, "pipeline")
-    pipe = _save_after_fit(pipe, strategy, pipeline_dir)
+    pipe = _save_after_fit(pipe, strategy, arguments.out)
     if pipe is None:
         return 0
-    print(f"Saved the pipeline to {pipeline_dir}")
     # With memory, XLNet evaluates batches of its training streams per replica.
     batch_size = getattr(pipe, "batch_size", None) or arguments.batch_size
     metrics = pipe.evaluate(corpus, batch_size=batch_size, steps=10, verbose=0)
@@ -406,11 +404,10 @@ def _pretrain_word2vec(arguments, strategy):
         strategy=strategy,
         checkpoint_dir=os.path.join(arguments.out, "checkpoints"),
     )
-    pipeline_dir = os.path.join(arguments.out, "pipeline")
-    pipe = _save_after_fit(pipe, strategy, pipeline_dir)
+    words = f" ({len(pipe.vocabulary):,} words)"
+    pipe = _save_after_fit(pipe, strategy, arguments.out, words)
     if pipe is None:
         return 0
-    print(f"Saved the pipeline to {pipeline_dir} ({len(pipe.vocabulary):,} words)")
     metrics = pipe.evaluate(corpus, steps=10)
     print("Evaluation on 10 batches: " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
     _export_once(pipe, arguments, trained=bool(history.history))
@@ -459,9 +456,7 @@ def _translation_pipeline(arguments):
 def _train_translation(arguments):
     strategy = _strategy(arguments.strategy)
     _check_steps(arguments.steps, arguments.epochs)
-    for flag, value in (("--held-out", arguments.held_out), ("--beam-width", arguments.beam_width)):
-        if value < 1:
-            raise SystemExit(f"error: {flag} must be a positive integer, got {value}")
+    _check_positive(held_out=arguments.held_out, beam_width=arguments.beam_width)
     from lmpipe.datasets import ParallelCorpus
     from lmpipe.pipelines.distribution import per_replica_batch_size
     from lmpipe.pipelines.training import check_training_values
@@ -497,11 +492,9 @@ def _train_translation(arguments):
         checkpoint_every=arguments.checkpoint_every,
         **learning_rate,
     )
-    pipeline_dir = os.path.join(arguments.out, "pipeline")
-    pipe = _save_after_fit(pipe, strategy, pipeline_dir)
+    pipe = _save_after_fit(pipe, strategy, arguments.out)
     if pipe is None:
         return 0
-    print(f"Saved the pipeline to {pipeline_dir}")
     metrics = pipe.evaluate(
         test_pairs, batch_size=arguments.batch_size, beam_width=arguments.beam_width
     )
@@ -546,9 +539,9 @@ def _export_once(pipe, arguments, trained):
     print(f"Exported for TensorFlow Serving: {pipe.export(export_dir, **options)}")
 
 
-def _save_after_fit(pipe, strategy, directory):
-    """Save the trained `pipe` to `directory`; return the pipeline to evaluate and export, or
-    None on a worker that is done.
+def _save_after_fit(pipe, strategy, out, detail=""):
+    """Save the trained `pipe` to `OUT/pipeline` and say so (with `detail`); return the
+    pipeline to evaluate and export, or None on a worker that is done.
 
     After a multi-worker fit nothing more runs under the strategy: evaluating there is a
     collective every worker would have to join, and the cluster ends with training. The chief
@@ -559,13 +552,13 @@ def _save_after_fit(pipe, strategy, directory):
 
     from lmpipe.pipelines.distribution import is_chief
 
-    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-        pipe.save(directory)
-        return pipe
-    if not is_chief(strategy):
+    directory = os.path.join(out, "pipeline")
+    multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+    if multi_worker and not is_chief(strategy):
         return None
     pipe.save(directory)
-    return _load_pipeline(directory)
+    print(f"Saved the pipeline to {directory}{detail}")
+    return _load_pipeline(directory) if multi_worker else pipe
 
 
 def _load_pipeline(directory):
@@ -578,12 +571,7 @@ def _load_pipeline(directory):
 
 
 def _export(arguments):
-    directory = _saved_pipeline(arguments.pipeline)
-    if directory is None:
-        raise SystemExit(
-            f"error: {arguments.pipeline} is not a saved pipeline "
-            "(no pipeline.json); save one with `lmpipe pretrain` or pipe.save()"
-        )
+    directory = _require_saved_pipeline(arguments.pipeline)
     pipe = _load_pipeline(directory)
     options = _export_options(pipe, arguments.outputs, "--outputs")
     path = pipe.export(
@@ -624,7 +612,7 @@ def _finetune(arguments):
         checkpoint_dir=os.path.join(arguments.out, "checkpoints"),
         learning_rate=arguments.learning_rate,
     )
-    classifier = _save_after_fit(classifier, strategy, os.path.join(arguments.out, "pipeline"))
+    classifier = _save_after_fit(classifier, strategy, arguments.out)
     if classifier is None:
         return 0
     metrics = classifier.evaluate(test, batch_size=arguments.batch_size)
@@ -705,20 +693,32 @@ def _saved_pipeline(directory):
     return None
 
 
-def _predict(arguments):
-    directory = _saved_pipeline(arguments.run_dir)
-    if directory is None:
+def _require_saved_pipeline(directory):
+    """`_saved_pipeline(directory)`, or the command's error if there is none."""
+    saved = _saved_pipeline(directory)
+    if saved is None:
         raise SystemExit(
-            f"error: {arguments.run_dir} is neither a saved pipeline (no pipeline.json) nor a run "
-            "directory holding one in pipeline/"
+            f"error: {directory} is neither a saved pipeline (no pipeline.json) nor a run "
+            "directory holding one in pipeline/; save one with `lmpipe pretrain` or pipe.save()"
         )
-    for flag, value in (
-        ("--top-k", arguments.top_k),
-        ("--max-new-tokens", arguments.max_new_tokens),
-        ("--beam-width", arguments.beam_width),
-    ):
-        if value < 1:
+    return saved
+
+
+def _check_positive(**flags):
+    """Refuse a flag below 1 (None: not given), naming it: `--top-k` for `top_k`."""
+    for name, value in flags.items():
+        if value is not None and value < 1:
+            flag = "--" + name.replace("_", "-")
             raise SystemExit(f"error: {flag} must be a positive integer, got {value}")
+
+
+def _predict(arguments):
+    directory = _require_saved_pipeline(arguments.run_dir)
+    _check_positive(
+        top_k=arguments.top_k,
+        max_new_tokens=arguments.max_new_tokens,
+        beam_width=arguments.beam_width,
+    )
     texts = arguments.texts or [line.rstrip("\n") for line in sys.stdin if line.strip()]
     if not texts:
         raise SystemExit("error: no text to predict: give texts as arguments or on stdin")
@@ -826,15 +826,8 @@ FORMATS = {
 
 
 def _evaluate(arguments):
-    directory = _saved_pipeline(arguments.run_dir)
-    if directory is None:
-        raise SystemExit(
-            f"error: {arguments.run_dir} is neither a saved pipeline (no pipeline.json) nor a run "
-            "directory holding one in pipeline/"
-        )
-    for flag, value in (("--batch-size", arguments.batch_size), ("--steps", arguments.steps)):
-        if value is not None and value < 1:
-            raise SystemExit(f"error: {flag} must be a positive integer, got {value}")
+    directory = _require_saved_pipeline(arguments.run_dir)
+    _check_positive(batch_size=arguments.batch_size, steps=arguments.steps)
     pipe = _load_pipeline(directory)
     kind = type(pipe).__name__
     given = {

@@ -195,7 +195,7 @@ def _json_rows(path):
 
 def _cell(value, path, number, name):
     """A cell as a non-empty string (a JSON number or bool as written in JSON)."""
-    if isinstance(value, (int, float, bool)) and not isinstance(value, str):
+    if isinstance(value, (int, float)):  # bool is an int
         value = json.dumps(value)
     if not isinstance(value, str):
         raise ValueError(

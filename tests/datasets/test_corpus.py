@@ -39,18 +39,6 @@ def sentences_of(documents):
     return [s for d in documents for s in d]
 
 
-def shard(corpus, num_pipelines, pipeline_id, **kwargs):
-    context = tf.distribute.InputContext(
-        num_input_pipelines=num_pipelines, input_pipeline_id=pipeline_id
-    )
-    return tf_documents(corpus.documents(input_context=context, **kwargs))
-
-
-@pytest.fixture(scope="module")
-def shakespeare():
-    return TextCorpus.shakespeare()
-
-
 # Splitter -------------------------------------------------------------------------------------
 
 

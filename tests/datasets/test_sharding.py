@@ -5,20 +5,7 @@ import pytest
 import tensorflow as tf
 
 from lmpipe.datasets import TextCorpus
-
-
-def write(path, content):
-    data = content.encode("utf-8") if isinstance(content, str) else content
-    path.write_bytes(data)
-    return str(path)
-
-
-def tf_documents(dataset):
-    return [[s.decode("utf-8") for s in d] for d in dataset.as_numpy_iterator()]
-
-
-def sentences_of(documents):
-    return [s for d in documents for s in d]
+from tests.datasets.test_corpus import sentences_of, tf_documents, write
 
 
 def shard(corpus, num_pipelines, pipeline_id, **kwargs):
