@@ -6,7 +6,7 @@ lmpipe pretrain albert --corpus 'wiki/*.txt' --vocab-size 30000 --steps 100000
 lmpipe pretrain xlnet --out runs/xlnet --reuse-len 64   # permutation LM with memory
 lmpipe pretrain gpt --out runs/gpt --seq-len 64          # next-token LM; elmo: both ways
 lmpipe train translation --pairs en-es.tsv --out runs/mt   # TSV pairs, or the Bible
-lmpipe finetune --pretrained runs/bert/pipeline --out runs/genre
+lmpipe finetune classify --pretrained runs/bert --train reviews.csv --out runs/reviews
 lmpipe evaluate runs/bert --steps 20
 lmpipe export runs/bert/pipeline serving/bert
 lmpipe predict runs/bert "To be, or not to [MASK]."   # fill-mask, classify, generate, ...
@@ -1062,53 +1062,65 @@ def build_parser():
 
     finetune = commands.add_parser(
         "finetune",
-        parents=[common],
         formatter_class=_Help,
-        help="fine-tune a text classifier on your labelled file (demo: a Shakespeare "
-        "speech's genre)",
-        description="Fine-tunes a classifier on --train (CSV, TSV or JSONL, one example a row: "
-        "a text column, optionally a second text, and a label column), validates on "
-        "--validation at each epoch, tests on --test or on --held-out examples drawn from "
-        "--train, then saves and exports. Without --train: the Shakespeare genre demo.",
+        help="fine-tune a pretrained encoder on your labelled files: classify texts, tag "
+        "tokens, answer questions from a passage",
+        description="Fine-tunes a pretrained encoder (an lmpipe pretraining run or a Hugging "
+        "Face BERT folder) on --train, validates on --validation at each epoch, tests on --test "
+        "or on --held-out examples drawn from --train, then saves and exports. TASK: classify "
+        "(a label a text or text pair), tokens (a tag a word, e.g. BIO entities), spans "
+        "(extractive question answering, SQuAD's JSON).",
     )
-    finetune.add_argument("--train", default=None, help="your labelled examples")
-    finetune.add_argument("--validation", default=None, help="examples evaluated every epoch")
-    finetune.add_argument("--test", default=None, help="examples of the final evaluation")
-    finetune.add_argument(
-        "--held-out",
-        type=float,
-        default=0.1,
-        help="without --test: the share of --train held out to test",
-    )
-    finetune.add_argument("--text-column", default="text", help="the column of the texts")
-    finetune.add_argument(
-        "--pair-column", default=None, help="the column of second texts, for pairs"
-    )
-    finetune.add_argument("--label-column", default="label", help="the column of the labels")
-    finetune.add_argument(
-        "--format",
-        default="auto",
-        choices=["auto", "csv", "tsv", "jsonl"],
-        help="the files' format; auto: by their ending",
-    )
-    finetune.add_argument(
+    tasks = finetune.add_subparsers(dest="task", required=True, metavar="TASK")
+    finetuning = argparse.ArgumentParser(add_help=False)
+    finetuning.add_argument(
         "--pretrained",
         required=True,
         help="a saved pretraining pipeline (or the --out of lmpipe pretrain), or a Hugging "
         "Face BERT folder",
     )
-    finetune.add_argument(
-        "--genres", default="comedies,histories", help="the demo: the genres to tell apart"
+    finetuning.add_argument("--train", default=None, help="your labelled examples")
+    finetuning.add_argument("--validation", default=None, help="examples evaluated every epoch")
+    finetuning.add_argument("--test", default=None, help="examples of the final evaluation")
+    finetuning.add_argument(
+        "--held-out",
+        type=float,
+        default=0.1,
+        help="without --test: the share of --train held out to test",
     )
-    finetune.add_argument("--epochs", type=int, default=2, help="epochs of fine-tuning")
-    finetune.add_argument(
+    finetuning.add_argument("--epochs", type=int, default=2, help="epochs of fine-tuning")
+    finetuning.add_argument(
         "--steps-per-epoch",
         type=int,
         default=None,
-        help="steps per epoch (default: a pass over --train; the demo: 100)",
+        help="steps per epoch (default: a pass over --train)",
     )
-    _add_training_options(finetune, batch_default=32, learning_rate=5e-5)
-    finetune.set_defaults(run=_finetune)
+    _add_training_options(finetuning, batch_default=32, learning_rate=5e-5)
+
+    classify = tasks.add_parser(
+        "classify",
+        parents=[common, finetuning],
+        formatter_class=_Help,
+        help="a label a text (or text pair)",
+        description="Fine-tunes a classifier on --train (CSV, TSV or JSONL, one example a row: "
+        "a text column, optionally a second text, and a label column). Without --train: the "
+        "Shakespeare genre demo.",
+    )
+    classify.add_argument("--text-column", default="text", help="the column of the texts")
+    classify.add_argument(
+        "--pair-column", default=None, help="the column of second texts, for pairs"
+    )
+    classify.add_argument("--label-column", default="label", help="the column of the labels")
+    classify.add_argument(
+        "--format",
+        default="auto",
+        choices=["auto", "csv", "tsv", "jsonl"],
+        help="the files' format; auto: by their ending",
+    )
+    classify.add_argument(
+        "--genres", default="comedies,histories", help="the demo: the genres to tell apart"
+    )
+    classify.set_defaults(run=_finetune)
 
     train = commands.add_parser(
         "train",

@@ -550,7 +550,16 @@ def test_finetune_on_the_users_labelled_files_then_predict(tiny_bert, tmp_path, 
         + json.dumps({"text": ham, "label": "ham"})
     )
     out = tmp_path / "run"
-    command = ["finetune", "--pretrained", str(tiny_bert), "--out", str(out), "--seq-len", "16"]
+    command = [
+        "finetune",
+        "classify",
+        "--pretrained",
+        str(tiny_bert),
+        "--out",
+        str(out),
+        "--seq-len",
+        "16",
+    ]
     command += [
         "--train",
         str(tmp_path / "train.csv"),
@@ -608,7 +617,14 @@ def test_finetune_refuses_bad_files_and_flags_before_training(
     for name, content in files.items():
         (tmp_path / f"{name}.csv").write_text(content)
     options = [option.format(**{n: tmp_path / f"{n}.csv" for n in files}) for option in options]
-    command = ["finetune", "--pretrained", str(tiny_bert), "--out", str(tmp_path / "run")]
+    command = [
+        "finetune",
+        "classify",
+        "--pretrained",
+        str(tiny_bert),
+        "--out",
+        str(tmp_path / "run"),
+    ]
     with pytest.raises(SystemExit, match=message):
         main([*command, *options])
     assert not (tmp_path / "run").exists()
