@@ -589,6 +589,7 @@ def _finetune(arguments):
         raise SystemExit(
             f"error: --steps-per-epoch must be positive, got {arguments.steps_per_epoch}"
         )
+    _check_patience(arguments)
     train, validation, test, class_names = _labelled_splits(arguments)
     options = dict(seq_len=arguments.seq_len, labels=class_names, seed=arguments.seed)
     try:
@@ -608,6 +609,8 @@ def _finetune(arguments):
         epochs=arguments.epochs,
         steps_per_epoch=arguments.steps_per_epoch,
         validation=validation,
+        monitor=arguments.monitor,
+        patience=arguments.patience,
         strategy=strategy,
         checkpoint_dir=os.path.join(arguments.out, "checkpoints"),
         learning_rate=arguments.learning_rate,
@@ -617,14 +620,29 @@ def _finetune(arguments):
         return 0
     metrics = classifier.evaluate(test, batch_size=arguments.batch_size)
     labels = test[-1]
-    majority = max(labels.count(name) for name in set(labels)) / len(labels)
+    most = max(labels.count(name) for name in set(labels))
+    # Always the most frequent class: its F1 is 2c / (n + c), every other class's 0.
+    majority_f1 = 2 * most / (len(labels) + most) / len(set(labels))
     print(
         f"Test split ({len(labels):,} examples): "
         + ", ".join(f"{k} {v:.4f}" for k, v in sorted(metrics.items()))
-        + f"; always the most frequent class: accuracy {majority:.4f}"
+        + f"; always the most frequent class: accuracy {most / len(labels):.4f}, "
+        f"macro_f1 {majority_f1:.4f}"
     )
     _export_once(classifier, arguments, trained=bool(history.history))
     return 0
+
+
+def _check_patience(arguments):
+    """The early-stopping flags of `lmpipe finetune`, before any data is read."""
+    _check_positive(patience=arguments.patience)
+    if arguments.patience is not None and arguments.validation is None:
+        raise SystemExit("error: --patience watches --validation: give a --validation file")
+    if not arguments.monitor.startswith("val_"):
+        raise SystemExit(
+            f"error: --monitor names a validation metric (val_loss, val_accuracy, ...), got "
+            f"{arguments.monitor!r}"
+        )
 
 
 def _labelled_splits(arguments):
@@ -1094,6 +1112,18 @@ def build_parser():
         type=int,
         default=None,
         help="steps per epoch (default: a pass over --train)",
+    )
+    finetuning.add_argument(
+        "--patience",
+        type=int,
+        default=None,
+        help="stop after this many epochs without a gain on --validation (default: train "
+        "every epoch); the best epoch's weights are kept either way",
+    )
+    finetuning.add_argument(
+        "--monitor",
+        default="val_loss",
+        help="the validation metric that picks the best epoch, e.g. val_accuracy, val_macro_f1",
     )
     _add_training_options(finetuning, batch_default=32, learning_rate=5e-5)
 

@@ -575,13 +575,19 @@ def test_finetune_on_the_users_labelled_files_then_predict(tiny_bert, tmp_path, 
         "4",
         "--learning-rate",
         "1e-3",
+        "--monitor",
+        "val_macro_f1",
+        "--patience",
+        "1",
     ]
     assert main(command) == 0
     printed = capsys.readouterr().out
     assert "30 examples to train on, 10 to test, 2 to validate; classes: ham, spam" in printed
+    assert re.search(r"Kept the weights of epoch [12]: val_macro_f1 \d\.\d{4}", printed)
+    # 6 ham of 10: the majority's F1 is 2*6/(10+6), the other class's 0, the mean 0.375.
     assert re.search(
-        r"Test split \(10 examples\): accuracy \d\.\d{4}.*; always the most frequent class: "
-        r"accuracy 0\.\d{4}",
+        r"Test split \(10 examples\): accuracy \d\.\d{4}, loss .*macro_f1 \d\.\d{4}; always "
+        r"the most frequent class: accuracy 0\.6000, macro_f1 0\.3750",
         printed,
     )
     assert (out / "serving" / "1" / "saved_model.pb").is_file()
@@ -602,6 +608,9 @@ def test_finetune_on_the_users_labelled_files_then_predict(tiny_bert, tmp_path, 
         (["--train", "{train}", "--test", "{other}"], "has labels that --train does not: eggs"),
         (["--train", "{train}", "--label-column", "class"], "no column 'class'"),
         (["--train", "{train}", "--held-out", "0"], "--held-out must be a finite number > 0"),
+        (["--train", "{train}", "--patience", "2"], "--patience watches --validation"),
+        (["--train", "{train}", "--patience", "0"], "--patience must be a positive integer"),
+        (["--train", "{train}", "--monitor", "accuracy"], "--monitor names a validation metric"),
     ],
 )
 def test_finetune_refuses_bad_files_and_flags_before_training(

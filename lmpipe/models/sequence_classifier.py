@@ -5,6 +5,7 @@ from keras import ops
 
 from lmpipe.layers.classification_head import ClassificationHead
 from lmpipe.models.losses import masked_cross_entropy
+from lmpipe.models.metrics import MacroF1
 from lmpipe.models.trainable import FunctionalTrainableModel
 
 ENCODER_INPUTS = ("token_ids", "segment_ids", "padding_mask")
@@ -24,8 +25,9 @@ class SequenceClassifier(FunctionalTrainableModel):
 
     The model computes its own loss and metrics, so it trains after a `compile` with only an
     optimizer: the labels are `{"labels": int32 [B]}`, the loss the mean sparse categorical
-    cross-entropy over the global batch (also under a distribution strategy), the metric
-    `accuracy`. `FunctionalTrainableModel` adapts the metrics to multi-worker training.
+    cross-entropy over the global batch (also under a distribution strategy), the metrics
+    `accuracy` and `macro_f1` (`MacroF1`). `FunctionalTrainableModel` adapts the metrics to
+    multi-worker training.
 
     Args:
         encoder: a `keras.Model` taking the three inputs above and returning a dict with
@@ -75,6 +77,7 @@ class SequenceClassifier(FunctionalTrainableModel):
         self.num_classes = num_classes
         self.dropout = dropout
         self.accuracy_metric = keras.metrics.SparseCategoricalAccuracy(name="accuracy")
+        self.macro_f1_metric = MacroF1(num_classes)
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         del x, sample_weight, training
@@ -83,6 +86,7 @@ class SequenceClassifier(FunctionalTrainableModel):
         # Every example counts: the mean over the global batch.
         loss = masked_cross_entropy(labels, logits, ops.ones_like(labels, "float32"))
         self.accuracy_metric.update_state(labels, logits)
+        self.macro_f1_metric.update_state(labels, logits)
         return loss
 
     def get_config(self):

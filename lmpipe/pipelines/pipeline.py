@@ -22,6 +22,7 @@ from lmpipe.datasets.wordpiece import WordPieceTokenizer
 from lmpipe.models.configs import config_from_dict, config_to_dict
 from lmpipe.models.samplers import traced_function
 from lmpipe.pipelines import saved_pipeline
+from lmpipe.pipelines.best_epoch import KeepBest
 from lmpipe.pipelines.training import (
     TRAINING_OPTIONS,
     EvaluateEachEpoch,
@@ -200,6 +201,8 @@ class Pipeline:
         epochs=None,
         steps_per_epoch=None,
         validation=None,
+        monitor="val_loss",
+        patience=None,
         **training_options,
     ):
         """Train on `data`; return the Keras `History`.
@@ -214,7 +217,13 @@ class Pipeline:
             epochs: number of epochs of `steps_per_epoch` steps; the family's default.
             steps_per_epoch: defaults to the full batches of one pass over `data`.
             validation: data evaluated at the end of every epoch; its metrics appear in the
-                history with a `val_` prefix.
+                history with a `val_` prefix. With validation the model left at the end has
+                the weights of the epoch with the best `monitor` (kept in `checkpoint_dir`
+                across restarts, see `lmpipe.pipelines.best_epoch`).
+            monitor: the validation metric that picks the best epoch, e.g. `"val_loss"`
+                (lower is better for losses and perplexities), `"val_accuracy"`.
+            patience: with validation, stop after this many epochs without a gain in
+                `monitor` (early stopping); None: train every epoch.
             **training_options: the training options of `lmpipe.pipelines.training.train`
                 (`strategy`, `checkpoint_dir`, `learning_rate`, `warmup_steps`,
                 `weight_decay`, `clipnorm`, `mixed_precision`, `jit_compile`,
@@ -233,6 +242,14 @@ class Pipeline:
         data = self.check_data(data)
         if validation is not None:
             validation = self.check_data(validation, "validation")
+        elif patience is not None:
+            raise ValueError("`patience` (early stopping) needs `validation` data to watch.")
+        keep_best = None
+        if validation is not None:
+            directory = options.get("checkpoint_dir")
+            keep_best = KeepBest(
+                monitor, patience, directory, verbose=options.get("verbose", "auto")
+            )
         self.before_fit(data)
         if steps_per_epoch is None:
             steps = self.steps_in_one_pass(data, batch_size)
@@ -256,6 +273,7 @@ class Pipeline:
             model=previous,
             seed=self.options.seed,
             optimizer=optimizer,
+            keep_best=keep_best,
             **options,
         )
         self.after_fit()

@@ -184,6 +184,7 @@ def train(
     model=None,
     seed=None,
     optimizer=None,
+    keep_best=None,
 ):
     """Build (or reuse) a model under `strategy`, restore its checkpoint, and fit it.
 
@@ -224,6 +225,9 @@ def train(
         optimizer: None for AdamW with BERT's schedule (from `learning_rate`, `warmup_steps`,
             `weight_decay`, `clipnorm`), or `(total_steps) -> keras optimizer`, called inside
             the strategy scope, for pipelines with their own optimizer and schedule.
+        keep_best: a `KeepBest` callback (validation given): the model returned has the best
+            epoch's weights, and training may stop early; its state is kept in
+            `checkpoint_dir` across restarts.
 
     Returns:
         `(model, history)`.
@@ -264,6 +268,8 @@ def train(
         )
         _jit_compile_per_replica(model, compile_per_replica)
         model.optimizer.build(model.trainable_variables)
+    if keep_best is not None:
+        keep_best.chief = is_chief(strategy)
     checkpoint = None
     if checkpoint_dir is not None:
         checkpoint = TrainingCheckpoint(checkpoint_dir, model, strategy, run_config)
@@ -280,6 +286,7 @@ def train(
             log_dir=log_dir,
             callbacks=callbacks,
             verbose=verbose,
+            keep_best=keep_best,
         )
     finally:
         if checkpoint is not None:
@@ -300,18 +307,26 @@ def _resume_and_fit(
     log_dir,
     callbacks,
     verbose,
+    keep_best=None,
 ):
-    """`train`'s second half: restore `checkpoint` (None: none), then fit the steps left."""
+    """`train`'s second half: restore `checkpoint` (None: none), then fit the steps left;
+    with `keep_best`, leave the best epoch's weights in the model."""
     total_steps = epochs * steps_per_epoch
     steps_done = 0 if checkpoint is None else checkpoint.restore()
+    if keep_best is not None:
+        keep_best.load()
     history = History()
     history.set_model(model)
-    if steps_done >= total_steps:
+    finished = steps_done >= total_steps
+    if finished or (keep_best is not None and keep_best.stopped):
         if verbose:
+            how = "finished" if finished else "stopped early"
             print(
-                f"Training already finished: {steps_done} of {total_steps} steps are in "
+                f"Training already {how}: {steps_done} of {total_steps} steps are in "
                 f"{checkpoint.directory!r}."
             )
+        if keep_best is not None:
+            keep_best.restore_best(model)
         return history
     if steps_done and verbose:
         print(
@@ -322,6 +337,10 @@ def _resume_and_fit(
     # The loss check goes first: it stops training before any callback, a checkpoint in
     # particular, sees the weights a non-finite step left.
     callbacks = [StopOnNonFiniteLoss(), *(callbacks or [])]
+    if keep_best is not None:
+        # After the callbacks (the validation's) that fill the logs it reads; before the
+        # checkpoint, so that a checkpoint never runs ahead of the best epoch's state.
+        callbacks.append(keep_best)
     if checkpoint is not None:
         callbacks.append(CheckpointCallback(checkpoint, every_steps=checkpoint_every))
     if log_dir is None and checkpoint is not None and is_chief(strategy):
@@ -357,7 +376,7 @@ def _resume_and_fit(
         )
         history.extend(part)
         first_epoch += 1
-    if first_epoch < epochs:
+    if first_epoch < epochs and not (keep_best is not None and keep_best.stopped):
         part = model.fit(
             dataset_from(first_epoch * steps_per_epoch),
             initial_epoch=first_epoch,
@@ -368,6 +387,8 @@ def _resume_and_fit(
             shuffle=False,  # the datasets shuffle themselves, deterministically
         )
         history.extend(part)
+    if keep_best is not None:
+        keep_best.restore_best(model)
     return history
 
 
@@ -397,6 +418,7 @@ _SET_BY_PIPELINES = (
     "model",
     "seed",
     "optimizer",
+    "keep_best",
 )
 TRAINING_OPTIONS = tuple(
     name
