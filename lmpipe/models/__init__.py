@@ -4,7 +4,7 @@ from lmpipe.models.albert import AlbertConfig, albert
 from lmpipe.models.bert import BertConfig, bert, count_parameters
 from lmpipe.models.elmo import ElmoConfig, ElmoLanguageModel, elmo
 from lmpipe.models.gpt import GptCausalLM, GptConfig, gpt
-from lmpipe.models.pretrained import bert_from_pretrained
+from lmpipe.models.pretrained import bert_from_pretrained, untrained_copy
 from lmpipe.models.rnn_seq2seq import RnnSeq2Seq, RnnSeq2SeqConfig, rnn_seq2seq
 from lmpipe.models.samplers import (
     BeamSampler,
@@ -51,6 +51,7 @@ __all__ = [
     "beam_search",
     "bert",
     "bert_from_pretrained",
+    "untrained_copy",
     "count_parameters",
     "decode",
     "elmo",

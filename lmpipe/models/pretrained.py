@@ -4,9 +4,11 @@ import json
 import os
 import pathlib
 
+import keras
 import numpy as np
 from safetensors.numpy import load_file
 
+from lmpipe.layers.initializers import seeded
 from lmpipe.models.bert import BertConfig, bert
 
 CONFIG_FILE = "config.json"
@@ -298,3 +300,12 @@ def _assign_weights(model, config, weights, path):
     left = [variable.path for variable in model.weights if id(variable) not in assigned]
     if left:
         raise RuntimeError(f"Variables not loaded from {path}: {left}.")
+
+
+def untrained_copy(model, seed=None):
+    """A model of the same architecture as `model` (a functional Keras model, e.g. an
+    encoder from `bert_from_pretrained`), with new random weights from its initializers:
+    what fine-tuning from scratch starts from, the baseline that shows what pretraining buys.
+    The same `seed` gives the same weights; `model` is not changed."""
+    with seeded(seed):
+        return keras.models.clone_model(model)

@@ -278,11 +278,11 @@ class TrainingCheckpoint:
             ) from None
         if not isinstance(saved, dict):
             raise ValueError(f"{run_path} must hold a JSON object, got {text[:80]!r}.")
-        if saved != self.run_config:
+        # Compared as JSON reads it back: tuples are lists there.
+        current = json.loads(json.dumps(self.run_config))
+        if saved != current:
             differences = sorted(
-                key
-                for key in set(saved) | set(self.run_config)
-                if saved.get(key) != self.run_config.get(key)
+                key for key in set(saved) | set(current) if saved.get(key) != current.get(key)
             )
             raise ValueError(
                 f"The checkpoints in {self.directory!r} are of another model configuration "

@@ -3,7 +3,6 @@
 import contextlib
 import inspect
 import os
-import random
 import time
 import warnings
 
@@ -11,6 +10,7 @@ import keras
 import tensorflow as tf
 
 from lmpipe.arguments import check_number
+from lmpipe.layers.initializers import seeded
 from lmpipe.pipelines.checkpointing import (
     CheckpointCallback,
     StopOnNonFiniteLoss,
@@ -42,27 +42,6 @@ def dtype_policy(name):
         yield
     finally:
         keras.config.set_dtype_policy(previous)
-
-
-@contextlib.contextmanager
-def seeded(seed):
-    """Build models with initial weights and dropout seeds drawn from `seed`, without
-    reseeding the caller's process.
-
-    Keras draws the seed of every initializer and dropout layer made without one from
-    Python's `random`; inside this block that generator starts from `seed`, and it is given
-    its previous state back afterwards. numpy's and TensorFlow's global states are untouched.
-    None leaves everything as it is.
-    """
-    if seed is None:
-        yield
-        return
-    state = random.getstate()
-    random.seed(seed)
-    try:
-        yield
-    finally:
-        random.setstate(state)
 
 
 @contextlib.contextmanager

@@ -341,3 +341,25 @@ def test_extra_encoder_layers_are_not_silently_dropped(tmp_path):
     write_checkpoint(tmp_path, weights=tiny_weights({**TINY, "num_hidden_layers": 3}))
     with pytest.raises(ValueError, match=r"does not have.*'encoder\.layer\.2\."):
         bert_from_pretrained(tmp_path)
+
+
+def test_untrained_copy_is_the_same_architecture_with_new_weights():
+    from lmpipe.models import BertConfig, bert, untrained_copy
+
+    encoder = bert(BertConfig.tiny(vocabulary_size=40, hidden_dim=16, intermediate_dim=32))
+    before = [w.copy() for w in encoder.get_weights()]
+    first, second = untrained_copy(encoder, seed=1), untrained_copy(encoder, seed=1)
+    other = untrained_copy(encoder, seed=2)
+    assert [w.shape for w in first.get_weights()] == [w.shape for w in before]
+    for a, b, c, original, now in zip(
+        first.get_weights(),
+        second.get_weights(),
+        other.get_weights(),
+        before,
+        encoder.get_weights(),
+        strict=True,
+    ):
+        np.testing.assert_array_equal(a, b)  # the same seed, the same weights
+        np.testing.assert_array_equal(original, now)  # the source is not changed
+        if original.std() > 0:  # drawn at random, not ones or zeros
+            assert not np.array_equal(a, original) and not np.array_equal(a, c)

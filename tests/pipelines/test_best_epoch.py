@@ -109,7 +109,8 @@ def test_fit_stops_early_and_a_rerun_keeps_the_best_without_training(tmp_path, c
     encoder = bert(config)
 
     def fit():
-        pipe = TextClassifier(tokenizer, encoder, num_classes=2, seq_len=8)
+        # Class names (a tuple in the options): a rerun must still match run.json.
+        pipe = TextClassifier(tokenizer, encoder, num_classes=2, seq_len=8, labels=("red", "blue"))
         # A learning rate too small to change a prediction: val_accuracy never gains, so
         # patience 1 stops after the second epoch, and the first epoch's weights are kept.
         history = pipe.fit(
