@@ -30,10 +30,13 @@ PRESETS = {
 }
 DEFAULT_PRESETS = {"bert": "mini", "albert": "tiny", "xlnet": "tiny", "gpt": "tiny", "elmo": "tiny"}
 PAIR_MODELS = ("bert", "albert")
+MAX_HELD_OUT_BYTES = 2**30
+"""The largest corpus (in files) `--held-out` splits in memory."""
 """The models with a sentence-pair objective (`--objective`)."""
 WORD2VEC_FLAGS = ("--method", "--vector-size", "--window", "--min-count", "--negative")
 NOT_FOR_WORD2VEC = (
     "--steps",
+    "--held-out",
     "--vocab",
     "--vocab-size",
     "--preset",
@@ -314,6 +317,7 @@ def _pretrain(arguments):
 
     corpus = _corpus(arguments.corpus, arguments.format, arguments.max_line_bytes)
     print(corpus.describe() if hasattr(corpus, "describe") else corpus)
+    corpus, validation = _held_out_documents(corpus, arguments)
     tokenizer = _tokenizer(arguments, corpus, chief=is_chief(strategy))
     pipe = _pipeline(arguments, tokenizer)
     history = pipe.fit(
@@ -321,6 +325,7 @@ def _pretrain(arguments):
         batch_size=arguments.batch_size,
         epochs=arguments.epochs,
         steps_per_epoch=arguments.steps // arguments.epochs,
+        validation=validation,
         strategy=strategy,
         checkpoint_dir=os.path.join(arguments.out, "checkpoints"),
         checkpoint_every=arguments.checkpoint_every,
@@ -333,21 +338,52 @@ def _pretrain(arguments):
         return 0
     # With memory, XLNet evaluates batches of its training streams per replica.
     batch_size = getattr(pipe, "batch_size", None) or arguments.batch_size
-    metrics = pipe.evaluate(corpus, batch_size=batch_size, steps=10, verbose=0)
+    # The held-out documents, one pass; without them 10 batches of the training corpus.
+    evaluated, steps = (validation, None) if validation is not None else (corpus, 10)
+    what = f"the {len(validation):,} held-out documents" if steps is None else "10 batches"
+    metrics = pipe.evaluate(evaluated, batch_size=batch_size, steps=steps, verbose=0)
     print(
-        "Evaluation on 10 batches: "
+        f"Evaluation on {what}: "
         + ", ".join(f"{name} {value:.4f}" for name, value in sorted(metrics.items()))
     )
     if hasattr(pipe, "baselines"):
-        baselines = pipe.baselines(corpus, batch_size=batch_size, steps=10)
+        baselines = pipe.baselines(evaluated, batch_size=batch_size, steps=steps)
         print(
             "Without context, on the same batches: "
             + ", ".join(f"{name} {value:.4f}" for name, value in sorted(baselines.items()))
             + " (the most frequent token; a unigram model; chance)"
         )
-        _fill_mask_examples(pipe, corpus)
+        _fill_mask_examples(pipe, evaluated)
     _export_once(pipe, arguments, trained=bool(history.history))
     return 0
+
+
+def _held_out_documents(corpus, arguments):
+    """`(training corpus, held-out corpus or None)`: --held-out of the documents drawn
+    (with --seed) for validation after every epoch and the final evaluation."""
+    if not arguments.held_out:
+        return corpus, None
+    size = sum(os.path.getsize(path) for path in getattr(corpus, "files", ()))
+    if size > MAX_HELD_OUT_BYTES:
+        raise SystemExit(
+            f"error: --held-out draws documents from a corpus held in memory, and this one is "
+            f"{size / 2**30:.1f} GiB: give --held-out 0 (and evaluate a separate corpus with "
+            "lmpipe evaluate --corpus)"
+        )
+    share = arguments.held_out
+    if share >= 1:
+        if share != int(share):
+            raise SystemExit(f"error: --held-out is a share below 1 or a number, got {share}")
+        share = int(share)
+    try:
+        corpus, held_out = corpus.split(share, seed=arguments.seed)
+    except ValueError as error:
+        raise SystemExit(f"error: {_as_flags(str(error))}") from None
+    print(
+        f"Held out {len(held_out):,} documents ({held_out.num_sentences:,} sentences), "
+        f"evaluated after each of the {arguments.epochs} epochs; training on {len(corpus):,}"
+    )
+    return corpus, held_out
 
 
 def _fill_mask_examples(pipe, corpus, examples=3):
@@ -1074,8 +1110,15 @@ def build_parser():
         "--epochs",
         type=int,
         default=None,
-        help="epochs the steps divide into (default: 2); word2vec: passes over the corpus "
-        "(default: 5)",
+        help="epochs the steps divide into, the held-out documents evaluated after each "
+        "(default: 2); word2vec: passes over the corpus (default: 5)",
+    )
+    pretrain.add_argument(
+        "--held-out",
+        type=float,
+        default=0.05,
+        help="the share of the corpus's documents (or, 1 and up, their number) held out for "
+        "validation and the final evaluation; 0: none",
     )
     for flag, kind, text in (
         ("--method", str, "skipgram or cbow (default: skipgram)"),

@@ -20,6 +20,7 @@ sharding in `lmpipe.datasets.sharding` and the Shakespeare parser in
 import json
 import logging
 
+import numpy as np
 import tensorflow as tf
 
 from lmpipe.arguments import check_number, check_positive_int
@@ -293,6 +294,51 @@ class TextCorpus:
         corpus = cls.from_documents(documents, metadata)
         corpus._source = f"shakespeare, {len({m['play'] for m in metadata})} plays"
         return corpus
+
+    def split(self, held_out=0.05, seed=0):
+        """`(rest, held out)`: the corpus split by document, for validation on text the model
+        never trained on (a document is in one part only, so no sentence of a held-out scene
+        or article leaks into training through its neighbours).
+
+        The documents held out are drawn at random (the same for the same `seed`); both parts
+        keep the corpus's order and its metadata. Both are in-memory corpora: a corpus read
+        from files is read once here, so split a very large one into files instead.
+
+        Args:
+            held_out: the share of the documents held out, a float in (0, 1), or their number.
+            seed: the seed of the draw.
+
+        Example:
+
+        >>> corpus = TextCorpus.from_documents([[f"Sentence {i}."] for i in range(10)])
+        >>> rest, held = corpus.split(0.2, seed=1)
+        >>> len(rest), len(held)
+        (8, 2)
+        """
+        if isinstance(held_out, float):
+            check_number("held_out", held_out, above=0, below=1)
+            count = round(held_out * self._num_documents)
+        else:
+            count = check_number("held_out", held_out, minimum=1, integer=True)
+        if not 1 <= count < self._num_documents:
+            raise ValueError(
+                f"`held_out`={held_out!r} gives {count} of the corpus's {self._num_documents} "
+                "documents: both parts need at least one."
+            )
+        documents = list(self.iter_documents())
+        metadata = self.document_metadata()
+        order = np.random.default_rng(seed).permutation(len(documents))
+        held = set(order[:count].tolist())
+        parts = []
+        for name, in_part in (("rest", False), ("held out", True)):
+            indices = [i for i in range(len(documents)) if (i in held) == in_part]
+            part = TextCorpus.from_documents(
+                [documents[i] for i in indices],
+                None if metadata is None else [metadata[i] for i in indices],
+            )
+            part._source = f"{self._source}, {name}"
+            parts.append(part)
+        return tuple(parts)
 
     # Reading ----------------------------------------------------------------------------------
 
