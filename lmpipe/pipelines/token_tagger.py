@@ -196,7 +196,7 @@ class TokenTagger(EncoderPipeline):
         source = self.check_data(sentences, "sentences")
         return self._batches(source, batch_size, shuffle, epochs, input_context, drop_remainder)
 
-    def check_data(self, data, name="sentences"):
+    def check_data(self, data, name="data"):
         """`data` checked, as `TaggedExamples`; a ValueError naming the first bad sentence."""
         if isinstance(data, TaggedExamples):
             return data
