@@ -85,7 +85,8 @@ def test_tagger_finds_names_of_an_unseen_play_where_word_frequencies_cannot(name
     }
     baseline = entity_scores(test.tags, most_frequent_tags(names.train, test.sentences))
     # Othello's cast shares no name with the other tragedies: the baseline finds none.
-    # Measured on all of Othello: F1 0.48 (precision 0.65, recall 0.38) after 200 steps.
+    # Measured: F1 0.45 on these 300 sentences (precision 0.62, recall 0.36), 0.48 on all of
+    # Othello, after 200 steps.
     assert baseline.f1 == 0.0
     assert results["entity_f1"] > baseline.f1 + 0.25
     assert results["entity_precision"] > 0.35
