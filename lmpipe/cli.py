@@ -7,6 +7,7 @@ lmpipe pretrain xlnet --out runs/xlnet --reuse-len 64   # permutation LM with me
 lmpipe pretrain gpt --out runs/gpt --seq-len 64          # next-token LM; elmo: both ways
 lmpipe train translation --pairs en-es.tsv --out runs/mt   # TSV pairs, or the Bible
 lmpipe finetune classify --pretrained runs/bert --train reviews.csv --out runs/reviews
+lmpipe finetune tokens --pretrained runs/bert --train eng.train --out runs/ner
 lmpipe evaluate runs/bert --steps 20
 lmpipe export runs/bert/pipeline serving/bert
 lmpipe predict runs/bert "To be, or not to [MASK]."   # fill-mask, classify, generate, ...
@@ -641,10 +642,7 @@ def _finetune(arguments):
     except ValueError as error:
         raise SystemExit(f"error: {_as_flags(str(error))}") from None
     if arguments.from_scratch:
-        from lmpipe.models import untrained_copy
-
-        encoder = untrained_copy(classifier.encoder, seed=arguments.seed)
-        classifier = TextClassifier(classifier.tokenizer, encoder, **classifier.options.to_dict())
+        classifier = _from_scratch(classifier, arguments.seed)
     history = classifier.fit(
         train,
         batch_size=arguments.batch_size,
@@ -673,6 +671,14 @@ def _finetune(arguments):
     )
     _export_once(classifier, arguments, trained=bool(history.history))
     return 0
+
+
+def _from_scratch(pipe, seed):
+    """A fine-tuning pipeline like `pipe` whose encoder has new random weights (--from-scratch)."""
+    from lmpipe.models import untrained_copy
+
+    encoder = untrained_copy(pipe.encoder, seed=seed)
+    return type(pipe)(pipe.tokenizer, encoder, **pipe.options.to_dict())
 
 
 def _check_patience(arguments):
@@ -764,6 +770,141 @@ def _report_splits(train, validation, test, class_names):
     return train.examples, validation and validation.examples, test.examples, class_names
 
 
+def _finetune_tokens(arguments):
+    strategy = _strategy(arguments.strategy)
+    from lmpipe.pipelines import TokenTagger
+
+    _check_positive(steps_per_epoch=arguments.steps_per_epoch, limit=arguments.limit)
+    _check_patience(arguments)
+    train, validation, test, tag_names = _tagged_splits(arguments)
+    if arguments.limit is not None and arguments.limit < len(train):
+        train = _limited(train, arguments)
+        print(f"Training on {len(train):,} of them, drawn at random (--limit)")
+    options = dict(seq_len=arguments.seq_len, seed=arguments.seed)
+    try:
+        saved = _saved_pipeline(arguments.pretrained)
+        if saved is not None:
+            tagger = TokenTagger.from_pretraining(_load_pipeline(saved), tag_names, **options)
+        else:
+            tagger = TokenTagger.from_pretrained(arguments.pretrained, tag_names, **options)
+    except ValueError as error:
+        raise SystemExit(f"error: {_as_flags(str(error))}") from None
+    if arguments.from_scratch:
+        tagger = _from_scratch(tagger, arguments.seed)
+    history = tagger.fit(
+        train.examples,
+        batch_size=arguments.batch_size,
+        epochs=arguments.epochs,
+        steps_per_epoch=arguments.steps_per_epoch,
+        validation=validation and validation.examples,
+        monitor=arguments.monitor,
+        patience=arguments.patience,
+        strategy=strategy,
+        checkpoint_dir=os.path.join(arguments.out, "checkpoints"),
+        learning_rate=arguments.learning_rate,
+    )
+    tagger = _save_after_fit(tagger, strategy, arguments.out)
+    if tagger is None:
+        return 0
+    metrics = tagger.evaluate(test.examples, batch_size=arguments.batch_size)
+    print(
+        f"Test split ({len(test):,} sentences, {test.num_words:,} words): "
+        + ", ".join(f"{k} {v:.4f}" for k, v in sorted(metrics.items()))
+    )
+    if tagger.has_entities:
+        from lmpipe.pipelines.entity_scores import entity_scores
+
+        baseline = entity_scores(test.tags, _most_frequent_tags(train, test.sentences))
+        print(
+            "Baseline, each word's most frequent tag in --train (O for unseen words): "
+            + ", ".join(f"{k} {v:.4f}" for k, v in sorted(baseline.as_metrics().items()))
+        )
+    # A test sentence with a tag other than O, tagged by the model, and its gold tags.
+    index = next((i for i, tags in enumerate(test.tags) if set(tags) - {"O"}), 0)
+    words = test.sentences[index]
+    predicted = tagger.tag_words([words])[0]
+    print(f"  tagged: {_show_tag(None, list(zip(words, predicted, strict=True)))}")
+    print(f"  gold:   {_show_tag(None, list(zip(words, test.tags[index], strict=True)))}")
+    _export_once(tagger, arguments, trained=bool(history.history))
+    return 0
+
+
+def _most_frequent_tags(train, sentences):
+    """Each word's most frequent tag in `train` (a `TaggedSentences`; ties: the first
+    seen), "O" for a word it does not have."""
+    import collections
+
+    counts = collections.defaultdict(collections.Counter)
+    for words, tags in zip(train.sentences, train.tags, strict=True):
+        for word, tag in zip(words, tags, strict=True):
+            counts[word][tag] += 1
+    return [
+        [counts[word].most_common(1)[0][0] if word in counts else "O" for word in words]
+        for words in sentences
+    ]
+
+
+def _tagged_splits(arguments):
+    """`(train, validation or None, test, tag names)` as `TaggedSentences` for `lmpipe
+    finetune tokens`: the sentences of `--train` (with `--validation` and `--test`, or a test
+    split drawn with --held-out), or, without `--train`, the Shakespeare names demo."""
+    files = {"--validation": arguments.validation, "--test": arguments.test}
+    if arguments.train is None:
+        given = [flag for flag, value in files.items() if value is not None]
+        if given:
+            raise SystemExit(f"error: {', '.join(given)} go with --train")
+        from lmpipe.datasets import shakespeare_names
+
+        genres = arguments.genres.split(",") if arguments.genres else None
+        try:
+            splits = shakespeare_names(genres=genres, seed=arguments.seed, without_names=0.1)
+        except ValueError as error:
+            raise SystemExit(f"error: --genres: {error}") from None
+        if arguments.steps_per_epoch is None:
+            arguments.steps_per_epoch = 100
+        print(
+            f"Shakespeare's character names: {len(splits.train):,} sentences of "
+            f"{len(splits.train_groups)} plays to train on, {len(splits.test):,} of "
+            f"{', '.join(splits.test_groups)} to test"
+        )
+        return splits.train, None, splits.test, splits.tag_names
+    from lmpipe.datasets import read_tagged
+
+    def read(path):
+        return read_tagged(
+            path,
+            format=arguments.format,
+            tokens_field=arguments.tokens_field,
+            tags_field=arguments.tags_field,
+        )
+
+    try:
+        train = read(arguments.train)
+        # The tags of the whole file, before a test split is drawn from it.
+        tag_names = train.tag_names
+        if len(tag_names) < 2:
+            raise SystemExit(f"error: {train.path} has one tag ({tag_names[0]}): nothing to learn")
+        validation = read(arguments.validation) if arguments.validation else None
+        if arguments.test:
+            test = read(arguments.test)
+        else:
+            train, test = train.split(arguments.held_out, seed=arguments.seed)
+    except (OSError, ValueError) as error:
+        raise SystemExit(f"error: {_as_flags(str(error))}") from None
+    for split in (validation, test):
+        unknown = sorted(set(split.tag_names) - set(tag_names)) if split else []
+        if unknown:
+            raise SystemExit(
+                f"error: {split.path} has tags that --train does not: {', '.join(unknown)}"
+            )
+    print(
+        f"{len(train):,} sentences to train on, {len(test):,} to test"
+        + (f", {len(validation):,} to validate" if validation else "")
+        + f"; tags: {', '.join(tag_names)}"
+    )
+    return train, validation, test, tag_names
+
+
 def _saved_pipeline(directory):
     """The saved pipeline in `directory`: itself, or the `pipeline/` of a training command's
     `--out`; None if neither holds a `pipeline.json`."""
@@ -845,6 +986,11 @@ def _classify(pipe, texts, arguments):
     ]
 
 
+def _tag(pipe, texts, arguments):
+    del arguments
+    return [[list(pair) for pair in pairs] for pairs in pipe.tag(texts)]
+
+
 def _generate(pipe, texts, arguments):
     return pipe.generate(texts, max_new_tokens=arguments.max_new_tokens)
 
@@ -877,6 +1023,27 @@ def _show_classify(text, result):
     return f"{result['label']}\t{result['probabilities'][result['label']]:.3f}\t{text}"
 
 
+def _show_tag_pair(pair):
+    word, tag = pair
+    return word if tag == "O" else f"{word}/{tag}"
+
+
+def _show_tag(text, pairs):
+    """The words with entities bracketed and typed, `[Iago]PER`, for chunk tags; else each
+    word as `word/TAG` (`O` words plain)."""
+    from lmpipe.pipelines.entity_scores import are_chunk_tags, entity_chunks
+
+    del text
+    words, tags = [word for word, _ in pairs], [tag for _, tag in pairs]
+    if not are_chunk_tags(tags):
+        return " ".join(_show_tag_pair(pair) for pair in pairs)
+    shown = list(words)
+    for kind, start, end in entity_chunks(tags):
+        shown[start] = "[" + shown[start]
+        shown[end - 1] = f"{shown[end - 1]}]{kind}"
+    return " ".join(shown)
+
+
 def _show_embed(text, vector):
     shown = ", ".join(f"{value:.4f}" for value in vector[:4])
     return f"{text}\t[{shown}, ...] ({len(vector)} floats; --json for all)"
@@ -890,6 +1057,7 @@ def _show_most_similar(text, neighbours):
 PREDICTIONS = {
     "fill_mask": _fill_mask,
     "classify": _classify,
+    "tag": _tag,
     "generate": _generate,
     "translate": _translate,
     "most_similar": _most_similar,
@@ -898,6 +1066,7 @@ PREDICTIONS = {
 FORMATS = {
     "fill_mask": _show_fill_mask,
     "classify": _show_classify,
+    "tag": _show_tag,
     "generate": lambda text, continuation: f"{text}{continuation}",
     "translate": lambda text, translation: f"{text}\t{translation}",
     "most_similar": _show_most_similar,
@@ -915,7 +1084,8 @@ def _evaluate(arguments):
         "--labelled": arguments.labelled is not None,
         "--corpus": arguments.corpus is not None,
     }
-    wanted = {"Translation": "--pairs", "TextClassifier": "--labelled"}.get(kind, "--corpus")
+    wanted = {"Translation": "--pairs", "TextClassifier": "--labelled", "TokenTagger": "--labelled"}
+    wanted = wanted.get(kind, "--corpus")
     wrong = [flag for flag, present in given.items() if present and flag != wanted]
     if wrong:
         raise SystemExit(f"error: a {kind} pipeline is evaluated on {wanted}, not {wrong[0]}")
@@ -931,6 +1101,22 @@ def _evaluate(arguments):
             raise SystemExit("error: a Translation pipeline is evaluated on --pairs TSV files")
         options["beam_width"] = arguments.beam_width
         what = f"{len(data):,} pairs"
+    elif kind == "TokenTagger":
+        if arguments.labelled is None:
+            raise SystemExit(
+                "error: a TokenTagger is evaluated on a --labelled CoNLL or JSONL file"
+            )
+        from lmpipe.datasets import read_tagged
+
+        try:
+            tagged = read_tagged(
+                arguments.labelled,
+                tokens_field=arguments.tokens_field,
+                tags_field=arguments.tags_field,
+            )
+        except (OSError, ValueError) as error:
+            raise SystemExit(f"error: {error}") from None
+        data, what = tagged.examples, f"{len(tagged):,} sentences"
     elif wanted == "--labelled":
         if arguments.labelled is None:
             raise SystemExit("error: a TextClassifier is evaluated on a --labelled file")
@@ -1237,6 +1423,34 @@ def build_parser():
     )
     classify.set_defaults(run=_finetune)
 
+    tokens = tasks.add_parser(
+        "tokens",
+        parents=[common, finetuning],
+        formatter_class=_Help,
+        help="a tag a word (named entities in BIO, IOB1 or IOBES; any tag set)",
+        description="Fine-tunes a token tagger on --train: CoNLL (a word a line, its tag in the "
+        "last column, a blank line between sentences, -DOCSTART- lines skipped) or JSONL (a "
+        "sentence a line: a list of words and a list of tags). A word's tag is learned on its "
+        "first WordPiece. The test reports conlleval's entity precision, recall and F1 beside "
+        "a baseline (each word's most frequent tag in --train). Without --train: the "
+        "Shakespeare demo, the names of each play's characters tagged B-PER/I-PER, tested on "
+        "plays not trained on.",
+    )
+    tokens.add_argument(
+        "--format",
+        default="auto",
+        choices=["auto", "conll", "jsonl"],
+        help="the files' format; auto: jsonl for .jsonl and .json files, else conll",
+    )
+    tokens.add_argument("--tokens-field", default="tokens", help="JSONL: the field of the words")
+    tokens.add_argument("--tags-field", default="tags", help="JSONL: the field of the tags")
+    tokens.add_argument(
+        "--genres",
+        default="tragedies",
+        help="the demo: the genres of the plays (comma-separated; empty: all)",
+    )
+    tokens.set_defaults(run=_finetune_tokens)
+
     train = commands.add_parser(
         "train",
         parents=[common],
@@ -1376,12 +1590,22 @@ def build_parser():
         help="the corpus's format (see pretrain --help)",
     )
     evaluate.add_argument("--pairs", nargs="+", default=None, help="translation: TSV files")
-    evaluate.add_argument("--labelled", default=None, help="a classifier: CSV, TSV or JSONL")
+    evaluate.add_argument(
+        "--labelled",
+        default=None,
+        help="a classifier: CSV, TSV or JSONL; a token tagger: CoNLL or JSONL (by the ending)",
+    )
     evaluate.add_argument("--text-column", default="text", help="--labelled: the texts")
     evaluate.add_argument(
         "--pair-column", default=None, help="--labelled: the second texts, for pairs"
     )
     evaluate.add_argument("--label-column", default="label", help="--labelled: the labels")
+    evaluate.add_argument(
+        "--tokens-field", default="tokens", help="--labelled JSONL of a tagger: the words"
+    )
+    evaluate.add_argument(
+        "--tags-field", default="tags", help="--labelled JSONL of a tagger: the tags"
+    )
     evaluate.add_argument(
         "--batch-size", type=int, default=None, help="default: the pipeline's family's"
     )

@@ -668,6 +668,99 @@ def test_finetune_refuses_bad_files_and_flags_before_training(
     assert not (tmp_path / "run").exists()
 
 
+def test_finetune_tokens_on_conll_files_then_predict_and_evaluate(tiny_bert, tmp_path, capsys):
+    from lmpipe.cli import main
+
+    sentences = [
+        (["see", "you", "at", "five"], ["O", "O", "O", "B-TIME"]),
+        (["lunch", "tomorrow", "at", "five"], ["B-EVENT", "B-TIME", "O", "B-TIME"]),
+        (["win", "money", "now"], ["O", "O", "B-TIME"]),
+    ]
+    conll = "-DOCSTART- O\n\n" + "".join(
+        "".join(f"{word} X {tag}\n" for word, tag in zip(words, tags, strict=True)) + "\n"
+        for words, tags in sentences * 12
+    )
+    (tmp_path / "train.conll").write_text(conll)
+    (tmp_path / "valid.jsonl").write_text(
+        "".join(json.dumps({"tokens": w, "tags": t}) + "\n" for w, t in sentences)
+    )
+    out = tmp_path / "run"
+    command = ["finetune", "tokens", "--pretrained", str(tiny_bert), "--out", str(out)]
+    command += [
+        "--train",
+        str(tmp_path / "train.conll"),
+        "--validation",
+        str(tmp_path / "valid.jsonl"),
+    ]
+    command += ["--seq-len", "16", "--held-out", "0.25", "--epochs", "2", "--batch-size", "4"]
+    # The export is tested with the pipeline's (tests/pipelines/test_token_tagger.py).
+    assert main([*command, "--learning-rate", "1e-3", "--no-export"]) == 0
+    printed = capsys.readouterr().out
+    assert "27 sentences to train on, 9 to test, 3 to validate; tags: B-EVENT, B-TIME, O" in printed
+    assert re.search(
+        r"Test split \(9 sentences, \d+ words\): accuracy \d\.\d{4}, entity_f1 \d\.\d{4}, "
+        r"entity_precision .*truncated_words 0\.0000",
+        printed,
+    )
+    assert re.search(
+        r"Baseline, each word's most frequent tag in --train .*: entity_f1 1\.0000", printed
+    )
+    assert re.search(r"  tagged: .*\n  gold:   .*\]TIME", printed)
+    assert (out / "pipeline" / "pipeline.json").is_file() and not (out / "serving").exists()
+    assert main(["predict", str(out), "lunch tomorrow at five", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert [word for word, _ in result["tag"]] == ["lunch", "tomorrow", "at", "five"]
+    assert main(["predict", str(out), "see you at five"]) == 0
+    assert "see you at five" in capsys.readouterr().out.replace("[", "").replace("]TIME", "")
+    assert main(["evaluate", str(out), "--labelled", str(tmp_path / "valid.jsonl")]) == 0
+    assert re.match(
+        r"Evaluation on 3 sentences: accuracy \d\.\d{4}, entity_f1 \d\.\d{4}, entity_precision",
+        capsys.readouterr().out,
+    )
+
+
+def test_show_tag_brackets_entities_and_falls_back_to_word_slash_tag():
+    from lmpipe.cli import _show_tag
+
+    pairs = [["Sir", "O"], ["Toby", "B-PER"], ["Belch", "I-PER"], ["and", "O"], ["Maria", "B-PER"]]
+    assert _show_tag("", pairs) == "Sir [Toby Belch]PER and [Maria]PER"
+    assert _show_tag("", [["Toby", "NNP"], ["sings", "VBZ"]]) == "Toby/NNP sings/VBZ"
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--test", "t.conll"], "--test go with --train"),
+        (["--train", "missing.conll"], "missing.conll"),
+        (["--train", "{one_tag}"], r"has one tag \(O\): nothing to learn"),
+        (["--train", "{train}", "--test", "{other}"], "has tags that --train does not: B-LOC"),
+        (["--train", "{one_column}"], r"one_column.conll, line 2: one column \('lies'\)"),
+        (["--train", "{train}", "--held-out", "0"], "--held-out must be a finite number > 0"),
+        (["--train", "{train}", "--steps-per-epoch", "0"], "--steps-per-epoch must be a positive"),
+        (["--train", "{train}", "--seq-len", "2"], "--seq-len must be an integer >= 3"),
+        (["--genres", "epics"], "--genres: Unknown `genres`"),
+    ],
+)
+def test_finetune_tokens_refuses_bad_files_and_flags_before_training(
+    tiny_bert, tmp_path, options, message
+):
+    from lmpipe.cli import main
+
+    files = {
+        "train": "Iago B-PER\nlies O\n\nCassio B-PER\n\nsleeps O\n\n" * 4,
+        "one_tag": "Iago O\n",
+        "other": "Venice B-LOC\n",
+        "one_column": "Iago B-PER\nlies\n",
+    }
+    for name, content in files.items():
+        (tmp_path / f"{name}.conll").write_text(content)
+    options = [option.format(**{n: tmp_path / f"{n}.conll" for n in files}) for option in options]
+    command = ["finetune", "tokens", "--pretrained", str(tiny_bert), "--out", str(tmp_path / "run")]
+    with pytest.raises(SystemExit, match=message):
+        main([*command, *options])
+    assert not (tmp_path / "run").exists()
+
+
 def test_export_serves_the_outputs_asked_for(tiny_bert, word2vec_run, tmp_path, capsys):
     import numpy as np
     import tensorflow as tf

@@ -11,11 +11,14 @@ from lmpipe.datasets.permutation import PermutationLM
 from lmpipe.datasets.sentence_pairs import pair_spans
 from lmpipe.datasets.sentences import split_sentences
 from lmpipe.datasets.seq2seq_examples import seq2seq_examples
+from lmpipe.datasets.shakespeare_names import TaggedSplits, shakespeare_names
 from lmpipe.datasets.shuffling import by_epoch, window_shuffle
 from lmpipe.datasets.spam_assassin import SpamAssassin, read_spam_assassin
+from lmpipe.datasets.tagged_files import TaggedSentences, read_tagged
 from lmpipe.datasets.tokenized_corpus import TokenizedCorpus, write_tokenized_corpus
 from lmpipe.datasets.word2vec_examples import word2vec_examples
 from lmpipe.datasets.word2vec_vocabulary import Word2VecVocabulary, split_words
+from lmpipe.datasets.word_pieces import pack_words, split_text_words
 from lmpipe.datasets.wordpiece import WordPieceTokenizer
 from lmpipe.datasets.xlnet_examples import xlnet_examples
 
@@ -26,6 +29,8 @@ __all__ = [
     "MaskedLMMasker",
     "ParallelCorpus",
     "PermutationLM",
+    "TaggedSentences",
+    "TaggedSplits",
     "TextCorpus",
     "TokenizedCorpus",
     "WordPieceTokenizer",
@@ -33,13 +38,17 @@ __all__ = [
     "bert_examples",
     "by_epoch",
     "causal_lm_examples",
+    "pack_words",
     "pair_spans",
     "read_labelled",
+    "read_tagged",
     "shakespeare_genres",
     "SpamAssassin",
     "read_spam_assassin",
+    "shakespeare_names",
     "seq2seq_examples",
     "split_sentences",
+    "split_text_words",
     "split_words",
     "window_shuffle",
     "word2vec_examples",

@@ -71,6 +71,16 @@ def shakespeare_play(genre, play):
     return title, tuple(parsed)
 
 
+@functools.cache
+def shakespeare_speakers(genre, play):
+    """The speaker labels of one play as its text writes them ("IAGO", "KING CLAUDIUS",
+    "First Clown", "ROSENCRANTZ & GUILDENSTERN"), sorted, each once."""
+    text = (_shakespeare_root() / genre / f"{play}.md").read_text(encoding="utf-8")
+    labels = _SPEAKER_LINE.findall(text)
+    return tuple(sorted({label.strip() for label in labels if label.strip()}))
+
+
+_SPEAKER_LINE = re.compile(r"^\*\*([^*\n]+)\*\*[ \t]*$", re.MULTILINE)
 _MD_HEADING = re.compile(r"#+\s*(.*?)\s*")
 # A scene heading written as a bare line, without `#`.
 _BARE_SCENE = re.compile(r"(SCENE [IVXLC]+\b.*|PROLOGUE\.?|EPILOGUE\.?|INDUCTION\.?)")

@@ -12,6 +12,7 @@ from lmpipe.pipelines.gpt_pretraining import GptPretraining, LanguageModelOption
 from lmpipe.pipelines.pipeline import Pipeline, PipelineOptions, load
 from lmpipe.pipelines.schedules import TransformerSchedule, WarmupLinearDecay
 from lmpipe.pipelines.text_classifier import TextClassifier
+from lmpipe.pipelines.token_tagger import TokenTagger, TokenTaggerOptions
 from lmpipe.pipelines.translation import Translation
 from lmpipe.pipelines.word2vec import Word2Vec
 from lmpipe.pipelines.xlnet_pretraining import XLNetPretraining, XLNetPretrainingOptions
@@ -27,6 +28,8 @@ __all__ = [
     "Pipeline",
     "PipelineOptions",
     "TextClassifier",
+    "TokenTagger",
+    "TokenTaggerOptions",
     "TransformerSchedule",
     "Translation",
     "WarmupLinearDecay",
