@@ -12,6 +12,9 @@ from lmpipe.datasets.sentence_pairs import pair_spans
 from lmpipe.datasets.sentences import split_sentences
 from lmpipe.datasets.seq2seq_examples import seq2seq_examples
 from lmpipe.datasets.shuffling import by_epoch, window_shuffle
+from lmpipe.datasets.span_windows import span_windows
+from lmpipe.datasets.speaker_questions import shakespeare_speakers
+from lmpipe.datasets.squad import SpanExamples, read_squad, span_examples
 from lmpipe.datasets.tokenized_corpus import TokenizedCorpus, write_tokenized_corpus
 from lmpipe.datasets.word2vec_examples import word2vec_examples
 from lmpipe.datasets.word2vec_vocabulary import Word2VecVocabulary, split_words
@@ -25,6 +28,7 @@ __all__ = [
     "MaskedLMMasker",
     "ParallelCorpus",
     "PermutationLM",
+    "SpanExamples",
     "TextCorpus",
     "TokenizedCorpus",
     "WordPieceTokenizer",
@@ -34,9 +38,13 @@ __all__ = [
     "causal_lm_examples",
     "pair_spans",
     "read_labelled",
+    "read_squad",
     "shakespeare_genres",
+    "shakespeare_speakers",
     "seq2seq_examples",
     "split_sentences",
+    "span_examples",
+    "span_windows",
     "split_words",
     "window_shuffle",
     "word2vec_examples",
