@@ -4,6 +4,7 @@
 import dataclasses
 import math
 import os
+import warnings
 
 import keras
 import numpy as np
@@ -277,6 +278,16 @@ class SpanAnswerer(EncoderPipeline):
             dataset = dataset.repeat(epochs)
         dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
         return dataset.prefetch(tf.data.AUTOTUNE)
+
+    def fit(self, data, *args, **kwargs):
+        """As `Pipeline.fit`; `data` as `check_data` takes it."""
+        with warnings.catch_warnings():
+            # The span head reads the sequence output, as BERT's SQuAD model does: the
+            # encoder's pooler gets no gradient and keeps its pretrained weights.
+            warnings.filterwarnings(
+                "ignore", r"Gradients do not exist for variables \['pooler", UserWarning
+            )
+            return super().fit(data, *args, **kwargs)
 
     # Model ------------------------------------------------------------------------------------
 
