@@ -18,10 +18,10 @@ GENRES = ("comedies", "histories", "problems", "roman", "romances", "tragedies")
 
 def shakespeare_speakers(
     genres=None,
-    speeches_per_context=4,
+    speeches_per_context=3,
     questions_per_context=2,
     quote_words=5,
-    max_speech_words=30,
+    max_speech_words=12,
     seed=0,
 ):
     """Who-says questions about stretches of Shakespeare's scenes, as `SpanExamples`.

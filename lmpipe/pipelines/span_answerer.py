@@ -390,18 +390,27 @@ class SpanAnswerer(EncoderPipeline):
         Args:
             data: examples as `fit` takes them.
             batch_size: windows per model call.
-            steps: not supported (questions are evaluated whole); must be None.
+            steps: None for every question; else only the questions whose windows all fall in
+                the first `steps * batch_size` windows (at least one question), in order:
+                questions are scored whole.
             verbose: unused (no progress bar).
         """
         del verbose
-        if steps is not None:
-            raise ValueError(
-                "`steps` is not supported by SpanAnswerer.evaluate: it scores whole questions; "
-                "evaluate fewer questions instead."
-            )
         batch_size = self.default_batch_size if batch_size is None else batch_size
         check_positive_int("batch_size", batch_size)
+        check_positive_int("steps", steps, none=True)
         data = self.check_data(data, "data")
+        if steps is not None and steps * batch_size < data.size:
+            example = data.windows["example_index"]
+            # Questions before the one the limit cuts into, or the first one alone.
+            kept = max(int(example[steps * batch_size]), 1)
+            rows = example < kept
+            data = SpanData(
+                data.examples.subset(range(kept)),
+                {name: value[rows] for name, value in data.windows.items()},
+                data.start_positions[rows],
+                data.end_positions[rows],
+            )
         start_logits, end_logits = self.logits(data.windows, batch_size)
         results = {}
         for side, logits, targets in (

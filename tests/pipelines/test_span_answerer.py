@@ -262,7 +262,7 @@ def test_bad_options_and_examples_are_refused_before_training(bert_tokenizer, tm
     with pytest.raises(ValueError, match="call fit"):
         pipe.answer(["Who?"], CONTEXT)
     with pytest.raises(ValueError, match="steps"):
-        pipe.evaluate(examples, steps=2)
+        pipe.evaluate(examples, steps=0)
     assert pipe.model is None
 
 
