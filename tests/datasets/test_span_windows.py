@@ -1,10 +1,9 @@
 """Question-answering windows: BERT's run_squad layout and strides, pieces equal to the
-tokenizer's, character offsets that map back to the exact context, answers to positions."""
+tokenizer's, character offsets that map back to the exact context, answers to positions. (The windows in graph mode, inside the SavedModel, are checked by the
+export test of tests/pipelines/test_span_answerer.py, against the eager ones.)"""
 
-import numpy as np
 import tensorflow as tf
 
-from lmpipe.datasets import WordPieceTokenizer
 from lmpipe.datasets.span_windows import answer_positions, context_pieces, span_windows
 
 CONTEXTS = [
@@ -122,22 +121,3 @@ def test_an_answer_of_characters_the_tokenizer_drops_is_reported(bert_tokenizer)
     )
     _, _, covered = answer_positions(windows, [[start, start + 1]])
     assert covered.tolist() == [False]
-
-
-def test_windows_run_inside_a_tf_function():
-    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "who", "?", ".", ",", ":"]
-    vocabulary += ["hamlet", "to", "be", "or", "not", "that", "is", "the", "question", "##s"]
-    tokenizer = WordPieceTokenizer(vocabulary)
-    seq_len = 16
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)] * 2)
-    def cut(questions, contexts):
-        return span_windows(tokenizer, questions, contexts, seq_len, 4, 4)
-
-    traced = cut(tf.constant(["Who?", "What?"]), tf.constant(CONTEXTS[:2]))
-    eager = numpy_windows(
-        tokenizer, ["Who?", "What?"], CONTEXTS[:2], seq_len=seq_len, max_query_len=4,
-        doc_stride=4,
-    )  # fmt: skip
-    for name, value in eager.items():
-        np.testing.assert_array_equal(traced[name].numpy(), value)
