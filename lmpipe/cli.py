@@ -704,6 +704,11 @@ def _finetune_spans(arguments):
         max_query_len=arguments.max_query_len,
         max_answer_len=arguments.max_answer_len,
     )
+    if arguments.export_outputs is not None:
+        raise SystemExit(
+            "error: --export-outputs is for the encoders' exports; a SpanAnswerer export "
+            "serves the answer text, its score and its character span"
+        )
     train, validation, test = _question_splits(arguments)
     options = dict(
         seq_len=arguments.seq_len,

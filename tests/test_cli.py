@@ -806,6 +806,7 @@ def test_finetune_spans_on_squad_json_then_predict_and_evaluate(tiny_bert, tmp_p
         (["--train", "{train}", "--max-answer-len", "0"], "--max-answer-len must be a positive"),
         (["--train", "{train}", "--held-out", "0.99"], "cannot be split"),
         (["--train", "{train}", "--test", "{broken}"], r"broken\.json, line 1: not JSON"),
+        (["--export-outputs", "logits"], "--export-outputs is for the encoders' exports"),
     ],
 )
 def test_finetune_spans_refuses_bad_files_and_flags_before_training(

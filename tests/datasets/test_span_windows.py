@@ -1,6 +1,8 @@
 """Question-answering windows: BERT's run_squad layout and strides, pieces equal to the
-tokenizer's, character offsets that map back to the exact context, answers to positions. (The windows in graph mode, inside the SavedModel, are checked by the
-export test of tests/pipelines/test_span_answerer.py, against the eager ones.)"""
+tokenizer's, character offsets that map back to the exact context, answers to positions.
+
+The windows in graph mode, inside the SavedModel, are checked against the eager ones by the
+export test of tests/pipelines/test_span_answerer.py."""
 
 import tensorflow as tf
 
