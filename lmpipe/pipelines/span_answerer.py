@@ -236,13 +236,23 @@ class SpanAnswerer(EncoderPipeline):
             )
         return SpanData(examples, windows, starts, ends)
 
-    def dataset(self, examples, batch_size, shuffle=True, epochs=None, drop_remainder=None):
+    def dataset(
+        self,
+        examples,
+        batch_size,
+        shuffle=True,
+        epochs=None,
+        input_context=None,
+        drop_remainder=None,
+    ):
         """Batches `(features, {"start_positions", "end_positions"})` of the windows of
         `examples` (see `check_data`), shuffled again every epoch (deterministic given the
-        seed) unless `shuffle=False`; `epochs=None` repeats forever."""
+        seed) unless `shuffle=False`; `epochs=None` repeats forever; with a
+        `tf.distribute.InputContext`, this input pipeline's shard; `drop_remainder` by default
+        only when repeating forever."""
         check_positive_int("batch_size", batch_size)
         source = self.check_data(examples, "examples")
-        return self._batches(source, batch_size, shuffle, epochs, None, drop_remainder)
+        return self._batches(source, batch_size, shuffle, epochs, input_context, drop_remainder)
 
     def training_batches(self, source, per_replica, input_context):
         return self._batches(source, per_replica, True, None, input_context, drop_remainder=True)

@@ -16,6 +16,8 @@ import tensorflow as tf
 
 N_BEST = 20
 """Candidates kept per window before those of all windows are ranked (`run_squad`'s n_best_size)."""
+WINDOW_CHUNK = 256
+"""Windows scored at once (each holds `seq_len * max_answer_len` candidates)."""
 
 
 def _log_softmax(logits):
@@ -53,27 +55,31 @@ def best_spans(windows, start_logits, end_logits, contexts, top_k, max_answer_le
         for no answer.
     """
     start_log, end_log = _log_softmax(start_logits), _log_softmax(end_logits)
-    scores = _span_scores(windows, start_log, end_log, max_answer_len)
-    count, length, _ = scores.shape
-    flat = scores.reshape(count, -1)
-    keep = min(max(top_k, N_BEST), flat.shape[1])  # run_squad: 20 per window, then dedupe
-    top = np.argpartition(-flat, keep - 1, axis=1)[:, :keep]  # [W, keep]
     null = start_log[:, 0] + end_log[:, 0]  # [W]
     example = windows["example_index"]
     candidates = [dict() for _ in contexts]
     null_scores = [np.inf] * len(contexts)
-    for window in range(count):
-        index = int(example[window])
-        null_scores[index] = min(null_scores[index], float(null[window]))
-        for position in top[window]:
-            score = flat[window, position]
-            if not np.isfinite(score):
-                continue
-            start, span = divmod(int(position), scores.shape[2])
-            first = int(windows["char_start"][window, start])
-            last = int(windows["char_end"][window, start + span])
-            if score > candidates[index].get((first, last), -np.inf):
-                candidates[index][(first, last)] = float(score)
+    # In chunks of windows: the candidates of one window are [seq_len, max_answer_len].
+    for begin in range(0, len(example), WINDOW_CHUNK):
+        rows = slice(begin, begin + WINDOW_CHUNK)
+        chunk = {name: windows[name][rows] for name in ("char_start", "char_end")}
+        scores = _span_scores(chunk, start_log[rows], end_log[rows], max_answer_len)
+        flat = scores.reshape(len(scores), -1)  # [chunk, S * M]
+        keep = min(max(top_k, N_BEST), flat.shape[1])  # run_squad: 20 per window, then dedupe
+        top = np.argpartition(-flat, keep - 1, axis=1)[:, :keep]  # [chunk, keep]
+        for row in range(len(scores)):
+            window = begin + row
+            index = int(example[window])
+            null_scores[index] = min(null_scores[index], float(null[window]))
+            for position in top[row]:
+                score = flat[row, position]
+                if not np.isfinite(score):
+                    continue
+                start, span = divmod(int(position), max_answer_len)
+                first = int(chunk["char_start"][row, start])
+                last = int(chunk["char_end"][row, start + span])
+                if score > candidates[index].get((first, last), -np.inf):
+                    candidates[index][(first, last)] = float(score)
     results = []
     for index, context in enumerate(contexts):
         ranked = sorted(candidates[index].items(), key=lambda item: (-item[1], item[0]))

@@ -11,7 +11,7 @@ import tensorflow as tf
 from lmpipe.datasets import read_squad, shakespeare_speakers
 from lmpipe.datasets.span_windows import span_windows
 from lmpipe.models import BertConfig, bert
-from lmpipe.pipelines import SpanAnswerer
+from lmpipe.pipelines import SpanAnswerer, span_search
 from lmpipe.pipelines.span_answerer import first_words_answers
 from lmpipe.pipelines.span_search import best_span_graph, best_spans
 from lmpipe.pipelines.squad_metrics import squad_scores
@@ -64,7 +64,9 @@ def windows_and_logits(tokenizer, questions, contexts, peaks, seq_len=24, stride
     return windows, start_logits, end_logits
 
 
-def test_the_best_span_is_the_exact_context_text_of_the_best_start_and_end(bert_tokenizer):
+def test_the_best_span_is_the_exact_context_text_of_the_best_start_and_end(
+    bert_tokenizer, monkeypatch
+):
     def peaks(windows):
         # Window 0: "HAMLET" (its first context position), strongly; a later window: the
         # question "that is the question", less strongly.
@@ -90,6 +92,9 @@ def test_the_best_span_is_the_exact_context_text_of_the_best_start_and_end(bert_
     for answer in answers:
         assert CONTEXT[answer["start"] : answer["end"]] == answer["answer"]
     assert answers[0]["score"] > answers[1]["score"] > answers[2]["score"] > 0
+    # Windows scored a few at a time give the same answers.
+    monkeypatch.setattr(span_search, "WINDOW_CHUNK", 2)
+    assert best_spans(windows, start_logits, end_logits, [CONTEXT], 3, 30, False) == [answers]
     # Spans longer than max_answer_len pieces are not candidates.
     (short,) = best_spans(windows, start_logits, end_logits, [CONTEXT], 3, 2, False)
     assert "that is the question" not in [answer["answer"] for answer in short]
@@ -134,6 +139,30 @@ def test_no_answer_wins_where_cls_beats_every_span(bert_tokenizer):
         *arguments[:1], start_logits, end_logits, tf.constant([CONTEXT]), 30, True
     )
     assert graph["answer"].numpy().tolist() == [b"HAMLET"]
+
+
+def test_dataset_batches_follow_the_contract_and_shuffle_by_seed(bert_tokenizer, questions):
+    train, _ = questions
+    pipe = SpanAnswerer(bert_tokenizer, tiny_encoder(bert_tokenizer), seq_len=SEQ_LEN, seed=3)
+    examples = train.subset(range(40))
+    batches = list(pipe.dataset(examples, batch_size=16, shuffle=False, epochs=1))
+    data = pipe.check_data(examples)
+    assert [len(labels["start_positions"]) for _, labels in batches] == [16, 16, data.size - 32]
+    features, labels = batches[0]
+    assert set(features) == {"token_ids", "segment_ids", "padding_mask"}
+    assert set(labels) == {"start_positions", "end_positions"}
+    for tensor in (*features.values(), *labels.values()):
+        assert tensor.dtype == tf.int32
+    assert features["token_ids"].shape == (16, SEQ_LEN)
+    np.testing.assert_array_equal(labels["start_positions"], data.start_positions[:16])
+
+    def order():
+        shuffled = pipe.dataset(examples, batch_size=data.size, epochs=2)
+        return [batch[1]["start_positions"].numpy().tolist() for batch in shuffled]
+
+    first = order()
+    assert first == order() and first[0] != first[1]
+    assert sorted(first[0]) == sorted(data.start_positions.tolist())
 
 
 # Training --------------------------------------------------------------------------------------
