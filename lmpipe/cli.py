@@ -725,7 +725,8 @@ def _finetune_spans(arguments):
         else:
             answerer = SpanAnswerer.from_pretrained(arguments.pretrained, **options)
         # The windows of every split, made (and checked) before training starts.
-        train, test = answerer.check_data(train, "--train"), answerer.check_data(test, "--test")
+        train = answerer.check_data(train, "--train")
+        test = answerer.check_data(test, "--test", training=False)
         validation = validation and answerer.check_data(validation, "--validation")
     except ValueError as error:
         raise SystemExit(f"error: {_as_flags(str(error))}") from None
@@ -793,6 +794,7 @@ def _question_splits(arguments):
                 arguments.learning_rate = 3e-4
         else:
             train = read_squad(arguments.train)
+        repaired = train.repaired
         validation = read_squad(arguments.validation) if arguments.validation else None
         if arguments.test:
             test = read_squad(arguments.test)
@@ -803,7 +805,7 @@ def _question_splits(arguments):
     print(
         f"{len(train):,} questions to train on, {len(test):,} to test"
         + (f", {len(validation):,} to validate" if validation else "")
-        + (f" ({train.repaired} answer offsets repaired)" if train.repaired else "")
+        + (f" ({repaired} answer offsets of --train repaired)" if repaired else "")
     )
     return train, validation, test
 

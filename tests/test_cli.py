@@ -807,6 +807,10 @@ def test_finetune_spans_on_squad_json_then_predict_and_evaluate(tiny_bert, tmp_p
         (["--train", "{train}", "--held-out", "0.99"], "cannot be split"),
         (["--train", "{train}", "--test", "{broken}"], r"broken\.json, line 1: not JSON"),
         (["--export-outputs", "logits"], "--export-outputs is for the encoders' exports"),
+        (
+            ["--train", "{train}", "--validation", "{unanswerable}"],
+            "question id '0-SPAM' has no answer .* with the --no-answer option on",
+        ),
     ],
 )
 def test_finetune_spans_refuses_bad_files_and_flags_before_training(
@@ -814,12 +818,14 @@ def test_finetune_spans_refuses_bad_files_and_flags_before_training(
 ):
     from lmpipe.cli import main
 
-    train = write_squad_articles(tmp_path / "train.json")
+    write_squad_articles(tmp_path / "train.json")
     bad = json.loads((tmp_path / "train.json").read_text())
     bad["data"][0]["paragraphs"][0]["qas"][0]["answers"][0]["answer_start"] = 30
     (tmp_path / "bad.json").write_text(json.dumps(bad))
     (tmp_path / "broken.json").write_text("{")
-    files = {"train": train, "bad": tmp_path / "bad.json", "broken": tmp_path / "broken.json"}
+    bad["data"][0]["paragraphs"][0]["qas"][0]["answers"] = []
+    (tmp_path / "unanswerable.json").write_text(json.dumps(bad))
+    files = {name: tmp_path / f"{name}.json" for name in ("train", "bad", "broken", "unanswerable")}
     options = [option.format(**files) for option in options]
     command = ["finetune", "spans", "--pretrained", str(tiny_bert), "--out", str(tmp_path / "run")]
     command += ["--seq-len", "16"]

@@ -192,18 +192,20 @@ class SpanAnswerer(EncoderPipeline):
             parts.append(cut)
         return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
 
-    def check_data(self, examples, name="examples"):
+    def check_data(self, examples, name="examples", training=True):
         """`examples` checked, with their windows, as `SpanData`.
 
-        `examples`: `SpanExamples` (`lmpipe.datasets.read_squad`, `shakespeare_speakers`),
-        or `(questions, contexts, answers)` lists, answers per question a list of `(text,
-        start)` (see `lmpipe.datasets.span_examples`).
+        Args:
+            examples: `SpanExamples` (`lmpipe.datasets.read_squad`, `shakespeare_speakers`),
+                or `(questions, contexts, answers)` lists, answers per question a list of
+                `(text, start)` (see `lmpipe.datasets.span_examples`).
+            name: how errors name the examples.
+            training: questions without an answer need the `no_answer` option to train on;
+                to evaluate, they are scored as SQuAD v2.0 scores them (a v1.1 model answers
+                them all, and scores 0 on them).
         """
-        return self._span_data(examples, "train_examples" if name == "data" else name, True)
-
-    def _span_data(self, examples, name, training):
-        """`check_data`; questions without an answer need `no_answer` only for `training`
-        (a SQuAD v1.1 model may be scored on v2.0's questions: it answers them all)."""
+        if name == "data":
+            name = "train_examples"
         if isinstance(examples, SpanData):
             return examples
         if isinstance(examples, tuple) and len(examples) == 3:
@@ -218,7 +220,8 @@ class SpanAnswerer(EncoderPipeline):
                 if not answers:
                     raise ValueError(
                         f"{examples.path}, question id {qid!r} has no answer (SQuAD v2.0's "
-                        "is_impossible): pass no_answer=True to train on such questions."
+                        "is_impossible): train on such questions with the `no_answer` "
+                        "option on (no_answer=True)."
                     )
         windows = self.windows(examples.questions, examples.contexts)
         spans = [
@@ -412,7 +415,7 @@ class SpanAnswerer(EncoderPipeline):
         batch_size = self.default_batch_size if batch_size is None else batch_size
         check_positive_int("batch_size", batch_size)
         check_positive_int("steps", steps, none=True)
-        data = self._span_data(data, "data", training=False)
+        data = self.check_data(data, "data", training=False)
         if steps is not None and steps * batch_size < data.size:
             example = data.windows["example_index"]
             # Questions before the one the limit cuts into, or the first one alone.
