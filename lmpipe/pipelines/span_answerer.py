@@ -415,7 +415,7 @@ class SpanAnswerer(EncoderPipeline):
         batch_size = self.default_batch_size if batch_size is None else batch_size
         check_positive_int("batch_size", batch_size)
         check_positive_int("steps", steps, none=True)
-        data = self.check_data(data, "data", training=False)
+        data = self.check_data(data, "examples", training=False)
         if steps is not None and steps * batch_size < data.size:
             example = data.windows["example_index"]
             # Questions before the one the limit cuts into, or the first one alone.
