@@ -200,9 +200,7 @@ def families(corpus, tokenizer, translation_tokenizer):
 
 
 FAMILIES = [
-    *("bert", "albert", "xlnet", "gpt", "elmo", "translation", "classifier"),
-    # The fast tests of SpanAnswerer cover each step of this scenario on their own.
-    pytest.param("spans", marks=pytest.mark.slow),
+    *("bert", "albert", "xlnet", "gpt", "elmo", "translation", "classifier", "spans"),
     "word2vec",
 ]
 
