@@ -8,9 +8,11 @@ lmpipe pretrain gpt --out runs/gpt --seq-len 64          # next-token LM; elmo: 
 lmpipe train translation --pairs en-es.tsv --out runs/mt   # TSV pairs, or the Bible
 lmpipe finetune classify --pretrained runs/bert --train reviews.csv --out runs/reviews
 lmpipe finetune tokens --pretrained runs/bert --train eng.train --out runs/ner
+lmpipe finetune spans --pretrained hf-bert-folder --train train-v1.1.json --out runs/squad
 lmpipe evaluate runs/bert --steps 20
 lmpipe export runs/bert/pipeline serving/bert
 lmpipe predict runs/bert "To be, or not to [MASK]."   # fill-mask, classify, generate, ...
+lmpipe predict runs/squad "Who says it?" --context "HAMLET. To be, or not to be."
 lmpipe summarize bert --preset base
 """
 
@@ -252,6 +254,10 @@ _OPTION_FLAGS = {
     "max_target_len": "--max-target-len",
     "held_out": "--held-out",
     "beam_width": "--beam-width",
+    "doc_stride": "--doc-stride",
+    "max_query_len": "--max-query-len",
+    "max_answer_len": "--max-answer-len",
+    "no_answer": "--no-answer",
 }
 
 
@@ -905,6 +911,135 @@ def _tagged_splits(arguments):
     return train, validation, test, tag_names
 
 
+def _finetune_spans(arguments):
+    strategy = _strategy(arguments.strategy)
+    import statistics
+
+    from lmpipe.pipelines import SpanAnswerer
+    from lmpipe.pipelines.span_answerer import first_words_answers
+    from lmpipe.pipelines.squad_metrics import squad_scores
+
+    _check_positive(
+        steps_per_epoch=arguments.steps_per_epoch,
+        doc_stride=arguments.doc_stride,
+        max_query_len=arguments.max_query_len,
+        max_answer_len=arguments.max_answer_len,
+        limit=arguments.limit,
+    )
+    _check_patience(arguments)
+    if arguments.export_outputs is not None:
+        raise SystemExit(
+            "error: --export-outputs is for the encoders' exports; a SpanAnswerer export "
+            "serves the answer text, its score and its character span"
+        )
+    train, validation, test = _question_splits(arguments)
+    if arguments.limit is not None and arguments.limit < len(train):
+        train = _limited(train, arguments)
+        print(f"Training on {len(train):,} of them, whole contexts drawn at random (--limit)")
+    options = dict(
+        seq_len=arguments.seq_len,
+        max_query_len=arguments.max_query_len,
+        doc_stride=arguments.doc_stride,
+        max_answer_len=arguments.max_answer_len,
+        no_answer=arguments.no_answer or train.has_unanswerable,
+        seed=arguments.seed,
+    )
+    try:
+        saved = _saved_pipeline(arguments.pretrained)
+        if saved is not None:
+            answerer = SpanAnswerer.from_pretraining(_load_pipeline(saved), **options)
+        else:
+            answerer = SpanAnswerer.from_pretrained(arguments.pretrained, **options)
+        if arguments.from_scratch:
+            answerer = _from_scratch(answerer, arguments.seed)
+        # The windows of every split, made (and checked) before training starts.
+        train = answerer.check_data(train, "--train")
+        test = answerer.check_data(test, "--test", training=False)
+        validation = validation and answerer.check_data(validation, "--validation")
+    except ValueError as error:
+        raise SystemExit(f"error: {_as_flags(str(error))}") from None
+    print(
+        f"{train.size:,} windows of {train.examples.path} to train on, {test.size:,} to test; "
+        + ", ".join(
+            f"{name} {getattr(answerer.options, name)}"
+            for name in ("seq_len", "max_query_len", "doc_stride", "max_answer_len")
+        )
+    )
+    history = answerer.fit(
+        train,
+        batch_size=arguments.batch_size,
+        epochs=arguments.epochs,
+        steps_per_epoch=arguments.steps_per_epoch,
+        validation=validation,
+        monitor=arguments.monitor,
+        patience=arguments.patience,
+        strategy=strategy,
+        checkpoint_dir=os.path.join(arguments.out, "checkpoints"),
+        learning_rate=arguments.learning_rate,
+    )
+    answerer = _save_after_fit(answerer, strategy, arguments.out)
+    if answerer is None:
+        return 0
+    metrics = answerer.evaluate(test, batch_size=arguments.batch_size)
+    examples = test.examples
+    # The baseline reads no question: the context's first words, as many as the median
+    # training answer has.
+    lengths = [len(text.split()) for texts in train.examples.answer_texts() for text in texts]
+    words = max(1, int(statistics.median(lengths))) if lengths else 1
+    baseline = squad_scores(first_words_answers(examples, words), examples.answer_texts())
+    print(
+        f"Test split ({len(examples):,} questions): "
+        + ", ".join(f"{k} {v:.4f}" for k, v in sorted(metrics.items()))
+        + f"; the context's first {words} word{'s' if words > 1 else ''}: exact_match "
+        f"{baseline['exact_match']:.4f}, f1 {baseline['f1']:.4f}"
+    )
+    shown = answerer.answer(examples.questions[:3], examples.contexts[:3])
+    for question, found, golds in zip(
+        examples.questions, shown, examples.answer_texts(), strict=False
+    ):
+        gold = " | ".join(golds) or "(no answer)"
+        print(f"  {question} -> {found['answer']!r} ({found['score']:.3f}; gold: {gold})")
+    _export_once(answerer, arguments, trained=bool(history.history))
+    return 0
+
+
+def _question_splits(arguments):
+    """`(train, validation or None, test)` `SpanExamples` for `lmpipe finetune spans`: the
+    questions of `--train` (with `--validation` and `--test`, or a test split of whole
+    contexts drawn with --held-out), or, without `--train`, the Shakespeare who-says demo."""
+    from lmpipe.datasets import read_squad, shakespeare_speakers
+
+    files = {"--validation": arguments.validation, "--test": arguments.test}
+    try:
+        if arguments.train is None:
+            given = [flag for flag, value in files.items() if value is not None]
+            if given:
+                raise SystemExit(f"error: {', '.join(given)} go with --train")
+            train = shakespeare_speakers(seed=arguments.seed)
+            # A pretrained BERT learns the demo in tens of steps at a higher rate than the
+            # 5e-5 that suits a pass over SQuAD's 88,000 questions (see README).
+            if arguments.steps_per_epoch is None:
+                arguments.steps_per_epoch = 30
+            if "--learning-rate" not in getattr(arguments, "flags_given", ()):
+                arguments.learning_rate = 3e-4
+        else:
+            train = read_squad(arguments.train)
+        repaired = train.repaired
+        validation = read_squad(arguments.validation) if arguments.validation else None
+        if arguments.test:
+            test = read_squad(arguments.test)
+        else:
+            train, test = train.split(arguments.held_out, seed=arguments.seed)
+    except (OSError, ValueError) as error:
+        raise SystemExit(f"error: {_as_flags(str(error))}") from None
+    print(
+        f"{len(train):,} questions to train on, {len(test):,} to test"
+        + (f", {len(validation):,} to validate" if validation else "")
+        + (f" ({repaired} answer offsets of --train repaired)" if repaired else "")
+    )
+    return train, validation, test
+
+
 def _saved_pipeline(directory):
     """The saved pipeline in `directory`: itself, or the `pipeline/` of a training command's
     `--out`; None if neither holds a `pipeline.json`."""
@@ -939,6 +1074,7 @@ def _predict(arguments):
         top_k=arguments.top_k,
         max_new_tokens=arguments.max_new_tokens,
         beam_width=arguments.beam_width,
+        answers=arguments.answers,
     )
     texts = arguments.texts or [line.rstrip("\n") for line in sys.stdin if line.strip()]
     if not texts:
@@ -989,6 +1125,25 @@ def _classify(pipe, texts, arguments):
 def _tag(pipe, texts, arguments):
     del arguments
     return [[list(pair) for pair in pairs] for pairs in pipe.tag(texts)]
+
+
+def _answer(pipe, texts, arguments):
+    if arguments.context is None:
+        raise SystemExit(
+            "error: a SpanAnswerer answers the questions from a passage: give it with "
+            "--context TEXT (or --context @FILE)"
+        )
+    context = arguments.context
+    if context.startswith("@"):
+        try:
+            with open(context[1:], encoding="utf-8") as file:
+                context = file.read()
+        except (OSError, UnicodeDecodeError) as error:
+            raise SystemExit(f"error: --context {context}: {error}") from None
+    _check_positive(max_answer_len=arguments.max_answer_len)
+    return pipe.answer(
+        texts, context, top_k=arguments.answers, max_answer_len=arguments.max_answer_len
+    )
 
 
 def _generate(pipe, texts, arguments):
@@ -1044,6 +1199,17 @@ def _show_tag(text, pairs):
     return " ".join(shown)
 
 
+def _show_answer(text, result):
+    answers = result if isinstance(result, list) else [result]
+    shown = "  ".join(
+        f"{answer['answer']!r} {answer['score']:.3f} (characters {answer['start']}-{answer['end']})"
+        if answer["answer"]
+        else f"(no answer) {answer['score']:.3f}"
+        for answer in answers
+    )
+    return f"{text}\t{shown}"
+
+
 def _show_embed(text, vector):
     shown = ", ".join(f"{value:.4f}" for value in vector[:4])
     return f"{text}\t[{shown}, ...] ({len(vector)} floats; --json for all)"
@@ -1061,6 +1227,7 @@ PREDICTIONS = {
     "generate": _generate,
     "translate": _translate,
     "most_similar": _most_similar,
+    "answer": _answer,
     "embed": _embed,
 }
 FORMATS = {
@@ -1070,6 +1237,7 @@ FORMATS = {
     "generate": lambda text, continuation: f"{text}{continuation}",
     "translate": lambda text, translation: f"{text}\t{translation}",
     "most_similar": _show_most_similar,
+    "answer": _show_answer,
     "embed": _show_embed,
 }
 
@@ -1084,8 +1252,12 @@ def _evaluate(arguments):
         "--labelled": arguments.labelled is not None,
         "--corpus": arguments.corpus is not None,
     }
-    wanted = {"Translation": "--pairs", "TextClassifier": "--labelled", "TokenTagger": "--labelled"}
-    wanted = wanted.get(kind, "--corpus")
+    wanted = {
+        "Translation": "--pairs",
+        "TextClassifier": "--labelled",
+        "TokenTagger": "--labelled",
+        "SpanAnswerer": "--labelled",
+    }.get(kind, "--corpus")
     wrong = [flag for flag, present in given.items() if present and flag != wanted]
     if wrong:
         raise SystemExit(f"error: a {kind} pipeline is evaluated on {wanted}, not {wrong[0]}")
@@ -1101,6 +1273,18 @@ def _evaluate(arguments):
             raise SystemExit("error: a Translation pipeline is evaluated on --pairs TSV files")
         options["beam_width"] = arguments.beam_width
         what = f"{len(data):,} pairs"
+    elif kind == "SpanAnswerer":
+        if arguments.labelled is None:
+            raise SystemExit(
+                "error: a SpanAnswerer is evaluated on a --labelled SQuAD file (JSON or JSONL)"
+            )
+        from lmpipe.datasets import read_squad
+
+        try:
+            data = read_squad(arguments.labelled)
+        except ValueError as error:
+            raise SystemExit(f"error: {error}") from None
+        what = f"{len(data):,} questions"
     elif kind == "TokenTagger":
         if arguments.labelled is None:
             raise SystemExit(
@@ -1451,6 +1635,42 @@ def build_parser():
     )
     tokens.set_defaults(run=_finetune_tokens)
 
+    spans = tasks.add_parser(
+        "spans",
+        parents=[common, finetuning],
+        formatter_class=_Help,
+        help="answer questions with a span of a passage (SQuAD)",
+        description="Fine-tunes extractive question answering (BERT on SQuAD) on --train: "
+        "SQuAD's JSON (v1.1, or v2.0 with unanswerable questions) or JSON lines of {id, "
+        "question, context, answers}; a test split holds out whole articles (or contexts). "
+        "Prints the test exact match and F1 (SQuAD's definitions) beside a baseline that "
+        "reads no question (the context's first words). Without --train: the Shakespeare "
+        "demo, 'Who says \"<a quote>\"?' about stretches of scenes (30 steps an epoch at "
+        "--learning-rate 3e-4 unless given).",
+    )
+    spans.add_argument(
+        "--max-query-len",
+        type=int,
+        default=None,
+        help="question pieces kept (default: 64, at most (seq-len - 3) / 2)",
+    )
+    spans.add_argument(
+        "--doc-stride",
+        type=int,
+        default=None,
+        help="pieces between the starts of a long context's windows (default: 128, at most "
+        "half the context's room in a window)",
+    )
+    spans.add_argument(
+        "--max-answer-len", type=int, default=30, help="the longest answer, in pieces"
+    )
+    spans.add_argument(
+        "--no-answer",
+        action="store_true",
+        help="questions may have no answer (SQuAD v2.0; on by itself when --train has some)",
+    )
+    spans.set_defaults(run=_finetune_spans)
+
     train = commands.add_parser(
         "train",
         parents=[common],
@@ -1541,10 +1761,11 @@ def build_parser():
         parents=[common],
         formatter_class=_Help,
         help="run a saved pipeline on texts: fill-mask, classify, generate, translate, "
-        "most similar words",
+        "most similar words, answer",
         description="Runs what the pipeline does with text: BERT and ALBERT fill each [MASK], "
         "a classifier names the class, GPT continues the text, a translation model translates, "
-        "word2vec lists the nearest words. Texts come from the arguments, or one a line on "
+        "word2vec lists the nearest words, a question answerer (finetune spans) answers each "
+        "text as a question about --context. Texts come from the arguments, or one a line on "
         "stdin.",
     )
     predict.add_argument(
@@ -1566,6 +1787,18 @@ def build_parser():
         choices=list(PREDICTIONS),
         help="what to do with the texts (default: the first the pipeline does of these; "
         "embed: one vector a text, the mean of the encoder's outputs)",
+    )
+    predict.add_argument(
+        "--context",
+        default=None,
+        help="answer: the passage the questions are answered from (@FILE reads a file)",
+    )
+    predict.add_argument("--answers", type=int, default=1, help="answer: answers per question")
+    predict.add_argument(
+        "--max-answer-len",
+        type=int,
+        default=None,
+        help="answer: the longest answer in pieces (default: the pipeline's)",
     )
     predict.add_argument("--json", action="store_true", help="one JSON object a text")
     predict.set_defaults(run=_predict)
@@ -1593,7 +1826,8 @@ def build_parser():
     evaluate.add_argument(
         "--labelled",
         default=None,
-        help="a classifier: CSV, TSV or JSONL; a token tagger: CoNLL or JSONL (by the ending)",
+        help="a classifier: CSV, TSV or JSONL; a token tagger: CoNLL or JSONL (by the ending); "
+        "a question answerer: SQuAD JSON or JSONL",
     )
     evaluate.add_argument("--text-column", default="text", help="--labelled: the texts")
     evaluate.add_argument(
@@ -1683,6 +1917,9 @@ def main(argv=None):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if arguments.command == "pretrain":
         _resolve_pretrain_flags(arguments, sys.argv[1:] if argv is None else list(argv))
+    if arguments.command == "finetune":
+        given = sys.argv[1:] if argv is None else list(argv)
+        arguments.flags_given = {argument.split("=", 1)[0] for argument in given}
     if argv is None:
         # Run as the command (not called from Python): SIGTERM (what schedulers send) stops
         # it as Ctrl-C does, with the message of where a rerun resumes.

@@ -858,3 +858,109 @@ def test_sigterm_stops_the_command_as_ctrl_c_does(tmp_path):
         f"interrupted; the last checkpoint is step 7 ({tmp_path / 'checkpoints'}); run the "
         "same command to resume from it"
     )
+
+
+def write_squad_articles(path, count=6):
+    """A SQuAD file of `count` one-paragraph articles, two who-says questions each."""
+    data = []
+    for index in range(count):
+        first, second = (
+            ("win money now", "see you at five")
+            if index % 2
+            else ("free prize now", "lunch tomorrow")
+        )
+        context = f"SPAM. {first} free prize.\nHAM. {second} meeting."
+        qas = [
+            {
+                "id": f"{index}-{name}",
+                "question": f'Who says "{quote}"?',
+                "answers": [{"text": name, "answer_start": context.index(name)}],
+            }
+            for name, quote in (("SPAM", first), ("HAM", second))
+        ]
+        data.append({"title": f"article {index}", "paragraphs": [{"context": context, "qas": qas}]})
+    path.write_text(json.dumps({"data": data}))
+    return str(path)
+
+
+def test_finetune_spans_on_squad_json_then_predict_and_evaluate(tiny_bert, tmp_path, capsys):
+    from lmpipe.cli import main
+
+    train = write_squad_articles(tmp_path / "train.json")
+    out = tmp_path / "run"
+    command = ["finetune", "spans", "--pretrained", str(tiny_bert), "--out", str(out)]
+    command += ["--train", train, "--held-out", "0.34", "--seq-len", "16", "--epochs", "1"]
+    command += ["--batch-size", "4", "--learning-rate", "1e-3", "--doc-stride", "2"]
+    assert main(command) == 0
+    printed = capsys.readouterr().out
+    assert "8 questions to train on, 4 to test" in printed
+    assert "seq_len 16, max_query_len 6, doc_stride 2, max_answer_len 30" in printed
+    assert re.search(
+        r"Test split \(4 questions\): end_accuracy \d\.\d{4}, exact_match \d\.\d{4}, f1 "
+        r"\d\.\d{4}, loss \d+\.\d{4}, start_accuracy \d\.\d{4}; the context's first 1 word: "
+        r"exact_match 0\.5000, f1 0\.5000",
+        printed,
+    )
+    assert printed.count("  Who says ") == 3
+    assert (out / "serving" / "1" / "saved_model.pb").is_file()
+    with open(out / "pipeline" / "pipeline.json") as file:
+        description = json.load(file)
+    assert description["pipeline"] == "SpanAnswerer"
+    assert description["options"]["doc_stride"] == 2
+    context = "SPAM. win money now.\nHAM. see you at five."
+    assert main(["predict", str(out), "Who says it?", "--context", context, "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)["answer"]
+    assert context[answer["start"] : answer["end"]] == answer["answer"]
+    (tmp_path / "context.txt").write_text(context)
+    question = "Who says win?"
+    command = ["predict", str(out), question, "--context", f"@{tmp_path / 'context.txt'}"]
+    assert main([*command, "--answers", "2"]) == 0
+    shown = capsys.readouterr().out
+    assert shown.startswith(f"{question}\t'") and shown.count("(characters ") == 2
+    with pytest.raises(SystemExit, match="give it with --context TEXT"):
+        main(["predict", str(out), question])
+    assert main(["evaluate", str(out), "--labelled", train, "--json"]) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    assert {"exact_match", "f1", "loss", "start_accuracy", "end_accuracy"} == set(metrics)
+    with pytest.raises(SystemExit, match="a SpanAnswerer is evaluated on a --labelled SQuAD"):
+        main(["evaluate", str(out)])
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--validation", "v.json"], "--validation go with --train"),
+        (["--train", "missing.json"], "missing.json: no such file"),
+        (["--train", "{bad}"], r"question id '0-SPAM': the answer 'SPAM' is not in the context"),
+        (["--train", "{train}", "--doc-stride", "20"], "--doc-stride must be an integer in"),
+        (["--train", "{train}", "--max-query-len", "0"], "--max-query-len must be a positive"),
+        (["--train", "{train}", "--max-answer-len", "0"], "--max-answer-len must be a positive"),
+        (["--train", "{train}", "--held-out", "0.99"], "cannot be split"),
+        (["--train", "{train}", "--test", "{broken}"], r"broken\.json, line 1: not JSON"),
+        (["--export-outputs", "logits"], "--export-outputs is for the encoders' exports"),
+        (
+            ["--train", "{train}", "--validation", "{unanswerable}"],
+            "question id '0-SPAM' has no answer .* with the --no-answer option on",
+        ),
+    ],
+)
+def test_finetune_spans_refuses_bad_files_and_flags_before_training(
+    tiny_bert, tmp_path, options, message
+):
+    from lmpipe.cli import main
+
+    write_squad_articles(tmp_path / "train.json")
+    bad = json.loads((tmp_path / "train.json").read_text())
+    bad["data"][0]["paragraphs"][0]["qas"][0]["answers"][0]["answer_start"] = 30
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    (tmp_path / "broken.json").write_text("{")
+    bad["data"][0]["paragraphs"][0]["qas"][0]["answers"] = []
+    (tmp_path / "unanswerable.json").write_text(json.dumps(bad))
+    files = {name: tmp_path / f"{name}.json" for name in ("train", "bad", "broken", "unanswerable")}
+    options = [option.format(**files) for option in options]
+    command = ["finetune", "spans", "--pretrained", str(tiny_bert), "--out", str(tmp_path / "run")]
+    command += ["--seq-len", "16"]
+    with pytest.raises(SystemExit, match=message) as error:
+        main([*command, *options])
+    assert "\n" not in str(error.value)
+    assert not (tmp_path / "run").exists()

@@ -14,6 +14,9 @@ from lmpipe.datasets.seq2seq_examples import seq2seq_examples
 from lmpipe.datasets.shakespeare_names import TaggedSplits, shakespeare_names
 from lmpipe.datasets.shuffling import by_epoch, window_shuffle
 from lmpipe.datasets.spam_assassin import SpamAssassin, read_spam_assassin
+from lmpipe.datasets.span_windows import span_windows
+from lmpipe.datasets.speaker_questions import shakespeare_speakers
+from lmpipe.datasets.squad import SpanExamples, read_squad, span_examples
 from lmpipe.datasets.tagged_files import TaggedSentences, read_tagged
 from lmpipe.datasets.tokenized_corpus import TokenizedCorpus, write_tokenized_corpus
 from lmpipe.datasets.word2vec_examples import word2vec_examples
@@ -31,6 +34,7 @@ __all__ = [
     "PermutationLM",
     "TaggedSentences",
     "TaggedSplits",
+    "SpanExamples",
     "TextCorpus",
     "TokenizedCorpus",
     "WordPieceTokenizer",
@@ -49,6 +53,10 @@ __all__ = [
     "seq2seq_examples",
     "split_sentences",
     "split_text_words",
+    "read_squad",
+    "shakespeare_speakers",
+    "span_examples",
+    "span_windows",
     "split_words",
     "window_shuffle",
     "word2vec_examples",

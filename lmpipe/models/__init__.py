@@ -20,6 +20,7 @@ from lmpipe.models.samplers import (
 )
 from lmpipe.models.seq2seq_trainer import Seq2SeqTrainer, label_smoothed_cross_entropy
 from lmpipe.models.sequence_classifier import SequenceClassifier
+from lmpipe.models.span_predictor import SpanPredictor
 from lmpipe.models.token_classifier import TokenClassifier
 from lmpipe.models.transformer import TransformerConfig, TransformerSeq2Seq, transformer
 from lmpipe.models.word2vec import Word2VecModel, negative_sampling_loss, sparse_sgd_step
@@ -42,6 +43,7 @@ __all__ = [
     "Seq2SeqTrainer",
     "SequenceClassifier",
     "TokenClassifier",
+    "SpanPredictor",
     "TopKSampler",
     "TopPSampler",
     "TransformerConfig",

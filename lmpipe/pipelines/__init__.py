@@ -11,6 +11,7 @@ from lmpipe.pipelines.elmo_pretraining import ElmoPretraining
 from lmpipe.pipelines.gpt_pretraining import GptPretraining, LanguageModelOptions
 from lmpipe.pipelines.pipeline import Pipeline, PipelineOptions, load
 from lmpipe.pipelines.schedules import TransformerSchedule, WarmupLinearDecay
+from lmpipe.pipelines.span_answerer import SpanAnswerer, SpanAnswererOptions
 from lmpipe.pipelines.text_classifier import TextClassifier
 from lmpipe.pipelines.token_tagger import TokenTagger, TokenTaggerOptions
 from lmpipe.pipelines.translation import Translation
@@ -27,6 +28,8 @@ __all__ = [
     "LanguageModelOptions",
     "Pipeline",
     "PipelineOptions",
+    "SpanAnswerer",
+    "SpanAnswererOptions",
     "TextClassifier",
     "TokenTagger",
     "TokenTaggerOptions",

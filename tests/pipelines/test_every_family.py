@@ -35,6 +35,7 @@ from tests.pipelines.test_translation import FIXTURES
 
 SEQ_LEN = 16
 BATCH = 4
+CONTEXT = "To be, or not to be: that is the question."
 
 SERVE = """
 import json, sys
@@ -92,6 +93,12 @@ def families(corpus, tokenizer, translation_tokenizer):
     vocabulary = tokenizer.vocabulary_size
     texts = [" ".join(document[:2]) for document in corpus.iter_documents()]
     examples = (texts, [index % 2 for index in range(len(texts))])
+    # Extractive questions: the first word of each text.
+    questions = (
+        ["Which word comes first?"] * len(texts),
+        texts,
+        [[(text.split()[0], 0)] for text in texts],
+    )
     pairs = ParallelCorpus.from_tsv(str(FIXTURES / "ruth_jonah.tsv"))[:40]
     two_steps = {"steps_per_epoch": 2}
     return {
@@ -177,6 +184,13 @@ def families(corpus, tokenizer, translation_tokenizer):
             examples,
             two_steps,
         ),
+        "spans": (
+            lambda: pipelines.SpanAnswerer(
+                tokenizer, bert(encoder_config(tokenizer)), seq_len=SEQ_LEN, seed=1
+            ),
+            questions,
+            two_steps,
+        ),
         "word2vec": (
             lambda: pipelines.Word2Vec(vector_size=8, window=2, min_count=1, seed=1),
             corpus,
@@ -185,7 +199,10 @@ def families(corpus, tokenizer, translation_tokenizer):
     }
 
 
-FAMILIES = ["bert", "albert", "xlnet", "gpt", "elmo", "translation", "classifier", "word2vec"]
+FAMILIES = [
+    *("bert", "albert", "xlnet", "gpt", "elmo", "translation", "classifier", "spans"),
+    "word2vec",
+]
 
 # What `lmpipe predict` gets from each family, and what it must print: the Python method's
 # result on the same text (None: the family has nothing to predict from text).
@@ -200,6 +217,7 @@ PREDICT = {
         lambda pipe, text: pipe.translate([text], beam_width=2)[0],
     ),
     "classifier": ("to be or not", lambda pipe, text: pipe.classify([text])[0]),
+    "spans": ("Which word?", lambda pipe, text: pipe.answer([text], [CONTEXT])[0]),
     "word2vec": (
         "the",
         lambda pipe, text: [list(pair) for pair in pipe.most_similar(text, topn=3)],
@@ -238,7 +256,7 @@ def test_every_family_goes_through_the_same_scenario(
         other.load(str(tmp_path / "pipeline"))
 
     predict = ["predict", str(tmp_path / "pipeline"), "--json", "--top-k", "3"]
-    predict += ["--max-new-tokens", "4", "--beam-width", "2"]
+    predict += ["--max-new-tokens", "4", "--beam-width", "2", "--context", CONTEXT]
     if PREDICT[family] is None:
         with pytest.raises(SystemExit, match="has nothing to predict from text"):
             main([*predict, "some text"])
@@ -252,6 +270,10 @@ def test_every_family_goes_through_the_same_scenario(
             result = result["label"]
         if family == "xlnet":  # an embedding: floats
             assert result == pytest.approx(expected(loaded, text), rel=1e-6)
+        elif family == "spans":  # the answer, and its probability (floats)
+            found = expected(loaded, text)
+            assert result.pop("score") == pytest.approx(found.pop("score"), rel=1e-5)
+            assert result == found
         else:
             assert result == expected(loaded, text)
 
