@@ -378,6 +378,13 @@ def _held_out_documents(corpus, arguments):
             "lmpipe evaluate --corpus)"
         )
     share = arguments.held_out
+    given = "--held-out" in getattr(arguments, "flags_given", ("--held-out",))
+    if not given and round(share * len(corpus)) < 1:
+        print(
+            f"note: {len(corpus)} documents are too few to hold out {share:g} of them: the "
+            "evaluation runs on training batches (give --held-out N to hold out N documents)"
+        )
+        return corpus, None
     if share >= 1:
         if share != int(share):
             raise SystemExit(f"error: --held-out is a share below 1 or a number, got {share}")
@@ -1917,9 +1924,9 @@ def main(argv=None):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if arguments.command == "pretrain":
         _resolve_pretrain_flags(arguments, sys.argv[1:] if argv is None else list(argv))
-    if arguments.command == "finetune":
-        given = sys.argv[1:] if argv is None else list(argv)
-        arguments.flags_given = {argument.split("=", 1)[0] for argument in given}
+    # The flags given (defaults that depend on the data may yield to them).
+    given = sys.argv[1:] if argv is None else list(argv)
+    arguments.flags_given = {argument.split("=", 1)[0] for argument in given}
     if argv is None:
         # Run as the command (not called from Python): SIGTERM (what schedulers send) stops
         # it as Ctrl-C does, with the message of where a rerun resumes.

@@ -303,3 +303,25 @@ def test_auto_says_when_a_text_file_looks_like_prose(tmp_path, caplog):
     assert "note:" not in TextCorpus.from_files(one_a_line).describe()
     assert "note:" not in TextCorpus.from_files(prose, format="bert").describe()
     assert TextCorpus.from_files(prose, format="prose").num_sentences == len(PARAGRAPH_SENTENCES)
+
+
+def test_split_holds_out_whole_documents_with_their_metadata():
+    from lmpipe.datasets import TextCorpus
+
+    documents = [[f"Document {i} sentence {j}." for j in range(i % 3 + 1)] for i in range(20)]
+    metadata = [{"index": i} for i in range(20)]
+    corpus = TextCorpus.from_documents(documents, metadata)
+    rest, held = corpus.split(0.25, seed=3)
+    assert (len(rest), len(held)) == (15, 5)
+    kept = [m["index"] for m in rest.document_metadata()]
+    drawn = [m["index"] for m in held.document_metadata()]
+    assert sorted(kept + drawn) == list(range(20)) and kept == sorted(kept)
+    for part, indices in ((rest, kept), (held, drawn)):
+        assert list(part.iter_documents()) == [documents[i] for i in indices]
+    assert held.num_sentences == sum(len(documents[i]) for i in drawn)
+    assert corpus.split(0.25, seed=3)[1].document_metadata() == held.document_metadata()
+    assert corpus.split(0.25, seed=4)[1].document_metadata() != held.document_metadata()
+    assert len(corpus.split(2)[1]) == 2  # a number of documents
+    for bad in (0.0, 1.0, 0, 20, -1):
+        with pytest.raises(ValueError, match="held_out"):
+            corpus.split(bad)
