@@ -8,6 +8,7 @@ from lmpipe.pipelines.bert_pretraining import (
 )
 from lmpipe.pipelines.distribution import distribution_strategy
 from lmpipe.pipelines.elmo_pretraining import ElmoPretraining
+from lmpipe.pipelines.fine_tuning import FineTuningPipeline
 from lmpipe.pipelines.gpt_pretraining import GptPretraining, LanguageModelOptions
 from lmpipe.pipelines.pipeline import Pipeline, PipelineOptions, load
 from lmpipe.pipelines.schedules import TransformerSchedule, WarmupLinearDecay
@@ -24,6 +25,7 @@ __all__ = [
     "BertPretraining",
     "BertPretrainingOptions",
     "ElmoPretraining",
+    "FineTuningPipeline",
     "GptPretraining",
     "LanguageModelOptions",
     "Pipeline",

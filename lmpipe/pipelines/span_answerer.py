@@ -2,26 +2,23 @@
 (extractive question answering, SQuAD)."""
 
 import dataclasses
-import math
 import os
 import warnings
 
-import keras
 import numpy as np
 import tensorflow as tf
 
 from lmpipe.arguments import check_bool, check_number, check_positive_int, check_texts
-from lmpipe.datasets.shuffling import by_epoch, window_shuffle
 from lmpipe.datasets.span_windows import answer_positions, piece_lengths, span_windows
 from lmpipe.datasets.squad import SpanExamples, span_examples
 from lmpipe.datasets.wordpiece import WordPieceTokenizer
 from lmpipe.models.pretrained import bert_from_pretrained
 from lmpipe.models.sequence_classifier import ENCODER_INPUTS
 from lmpipe.models.span_predictor import SpanPredictor
-from lmpipe.pipelines.pipeline import EncoderPipeline, PipelineOptions
+from lmpipe.pipelines.fine_tuning import FineTuningPipeline
+from lmpipe.pipelines.pipeline import PipelineOptions
 from lmpipe.pipelines.span_search import best_span_graph, best_spans
 from lmpipe.pipelines.squad_metrics import squad_scores
-from lmpipe.pipelines.text_classifier import SHUFFLE_BUFFER, _check_encoder
 
 # Questions cut into windows per graph call while the data is made.
 WINDOW_CHUNK = 256
@@ -94,7 +91,7 @@ class SpanData:
         return len(self.start_positions)
 
 
-class SpanAnswerer(EncoderPipeline):
+class SpanAnswerer(FineTuningPipeline):
     """Fine-tuning for extractive question answering: a pretrained encoder + start and end
     logits over the tokens (`SpanPredictor`), trained on questions whose answers are spans of
     their context, with data, training, evaluation (SQuAD's exact match and F1), answers,
@@ -141,14 +138,7 @@ class SpanAnswerer(EncoderPipeline):
     data_name = "the questions"
 
     def __init__(self, tokenizer, encoder, **options):
-        if not isinstance(encoder, keras.Model):
-            raise ValueError(
-                f"`encoder` must be a keras.Model (e.g. BertPretraining.encoder), got "
-                f"{type(encoder).__name__}."
-            )
-        super().__init__(tokenizer, None, **options)
-        _check_encoder(encoder, tokenizer, self.options.seq_len)
-        self._initial_encoder = encoder
+        super().__init__(tokenizer, encoder, **options)
         self._lengths = piece_lengths(tokenizer)
 
     # Constructors -----------------------------------------------------------------------------
@@ -255,45 +245,13 @@ class SpanAnswerer(EncoderPipeline):
         only when repeating forever."""
         check_positive_int("batch_size", batch_size)
         source = self.check_data(examples, "examples")
-        return self._batches(source, batch_size, shuffle, epochs, input_context, drop_remainder)
+        return self.batches(source, batch_size, shuffle, epochs, input_context, drop_remainder)
 
-    def training_batches(self, source, per_replica, input_context):
-        return self._batches(source, per_replica, True, None, input_context, drop_remainder=True)
-
-    def evaluation_batches(self, source, batch_size, steps):
-        return self._batches(source, batch_size, False, None if steps else 1, None, False)
-
-    def steps_in_one_pass(self, source, batch_size):
-        """`ceil(number of windows / batch_size)`."""
-        return math.ceil(source.size / batch_size)
-
-    def _batches(self, source, batch_size, shuffle, epochs, input_context, drop_remainder):
-        check_positive_int("epochs", epochs, none=True)
-        if drop_remainder is None:
-            drop_remainder = epochs is None
-        num_pipelines, pipeline_id = 1, 0
-        if input_context is not None:
-            num_pipelines = input_context.num_input_pipelines
-            pipeline_id = input_context.input_pipeline_id
+    def examples_dataset(self, source):
+        """One element per window: `(features, {"start_positions", "end_positions"})`."""
         features = {name: source.windows[name] for name in ENCODER_INPUTS}
         labels = {"start_positions": source.start_positions, "end_positions": source.end_positions}
-        dataset = tf.data.Dataset.from_tensor_slices((features, labels))
-        if num_pipelines > 1:
-            dataset = dataset.shard(num_pipelines, pipeline_id)
-        if shuffle:
-            examples, buffer = dataset, max(min(source.size, SHUFFLE_BUFFER), 1)
-
-            def epoch_examples(epoch):
-                seed = tf.random.experimental.stateless_fold_in(
-                    tf.constant([self.options.seed, pipeline_id], tf.int64), epoch
-                )
-                return window_shuffle(examples, buffer, seed)
-
-            dataset = by_epoch(epoch_examples, epochs)
-        else:
-            dataset = dataset.repeat(epochs)
-        dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
-        return dataset.prefetch(tf.data.AUTOTUNE)
+        return tf.data.Dataset.from_tensor_slices((features, labels))
 
     def fit(self, data, *args, **kwargs):
         """As `Pipeline.fit`; `data` as `check_data` takes it."""
@@ -307,40 +265,13 @@ class SpanAnswerer(EncoderPipeline):
 
     # Model ------------------------------------------------------------------------------------
 
-    def default_config(self):
-        return None  # the model is the encoder given, with a head
-
-    @property
-    def encoder(self):
-        """The fine-tuned encoder once the pipeline is trained or loaded, else the encoder it
-        starts from."""
-        return self.model.encoder if self.model is not None else self._initial_encoder
-
     def build_model(self):
         """A new `SpanPredictor`: a copy of the starting encoder and a fresh head (made where
         this is called, inside the strategy's scope; the starting encoder keeps its
         weights)."""
-        source = self._initial_encoder
-        encoder = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(source))
-        encoder.set_weights(source.get_weights())
         return SpanPredictor(
-            encoder,
-            kernel_initializer=keras.initializers.TruncatedNormal(
-                stddev=0.02, seed=self.options.seed
-            ),
-            name="span_answerer",
+            self.encoder_copy(), kernel_initializer=self.head_initializer(), name="span_answerer"
         )
-
-    def run_config(self):
-        encoder = self._initial_encoder
-        return {
-            "encoder": {
-                "name": encoder.name,
-                "weight_shapes": [list(weight.shape) for weight in encoder.weights],
-            },
-            "vocabulary_size": self.tokenizer.vocabulary_size,
-            **self.options.to_dict(),
-        }
 
     # Prediction and evaluation ----------------------------------------------------------------
 

@@ -1,7 +1,6 @@
 """`TextClassifier`: fine-tune a pretrained encoder to classify texts and text pairs."""
 
 import dataclasses
-import math
 
 import keras
 import numpy as np
@@ -15,15 +14,11 @@ from lmpipe.datasets.labelled_examples import (
     text_array,
 )
 from lmpipe.datasets.packing import min_sequence_length, pack_texts
-from lmpipe.datasets.shuffling import by_epoch, window_shuffle
 from lmpipe.datasets.wordpiece import WordPieceTokenizer
 from lmpipe.models.pretrained import bert_from_pretrained
 from lmpipe.models.sequence_classifier import ENCODER_INPUTS, SequenceClassifier
-from lmpipe.pipelines.pipeline import EncoderPipeline, PipelineOptions
-
-# Examples held in memory are shuffled all together; a tf.data.Dataset of examples through a
-# buffer of this many.
-SHUFFLE_BUFFER = 10_000
+from lmpipe.pipelines.fine_tuning import FineTuningPipeline
+from lmpipe.pipelines.pipeline import PipelineOptions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,7 +64,7 @@ class TextClassifierOptions(PipelineOptions):
         self.resolve("labels", labels)
 
 
-class TextClassifier(EncoderPipeline):
+class TextClassifier(FineTuningPipeline):
     """Fine-tuning: a pretrained encoder + a classification head on `[CLS]`, trained on labelled
     texts (or text pairs), with data, training, evaluation, prediction, save/load and export.
 
@@ -105,18 +100,9 @@ class TextClassifier(EncoderPipeline):
     options_class = TextClassifierOptions
     # BERT's fine-tuning learning rates are 2e-5 to 5e-5 (appendix A.3).
     training_defaults = {"learning_rate": 2e-5}
-    default_epochs = 3
-    data_name = "the examples"
 
     def __init__(self, tokenizer, encoder, num_classes=None, **options):
-        if not isinstance(encoder, keras.Model):
-            raise ValueError(
-                f"`encoder` must be a keras.Model (e.g. BertPretraining.encoder), got "
-                f"{type(encoder).__name__}."
-            )
-        super().__init__(tokenizer, None, num_classes=num_classes, **options)
-        _check_encoder(encoder, tokenizer, self.options.seq_len)
-        self._initial_encoder = encoder
+        super().__init__(tokenizer, encoder, num_classes=num_classes, **options)
 
     # Constructors -----------------------------------------------------------------------------
 
@@ -179,7 +165,7 @@ class TextClassifier(EncoderPipeline):
         """
         check_positive_int("batch_size", batch_size)
         source = self.check_data(examples, "examples")
-        return self._batches(source, batch_size, shuffle, epochs, input_context, drop_remainder)
+        return self.batches(source, batch_size, shuffle, epochs, input_context, drop_remainder)
 
     def check_data(self, examples, name="examples"):
         """`examples` checked, as `LabelledExamples`: one dict per example, and their number."""
@@ -192,73 +178,27 @@ class TextClassifier(EncoderPipeline):
             examples, name, options.num_classes, options.labels, options.seq_len
         )
 
-    def training_batches(self, source, per_replica, input_context):
-        return self._batches(source, per_replica, True, None, input_context, drop_remainder=True)
-
-    def evaluation_batches(self, source, batch_size, steps):
-        return self._batches(source, batch_size, False, None if steps else 1, None, False)
-
-    def steps_in_one_pass(self, source, batch_size):
-        """`ceil(number of examples / batch_size)`: the last, partial batch counts."""
-        return math.ceil(source.size / batch_size)
-
-    def _batches(self, source, batch_size, shuffle, epochs, input_context, drop_remainder):
-        check_positive_int("epochs", epochs, none=True)
-        if drop_remainder is None:
-            drop_remainder = epochs is None
-        num_pipelines, pipeline_id = 1, 0
-        if input_context is not None:
-            num_pipelines = input_context.num_input_pipelines
-            pipeline_id = input_context.input_pipeline_id
-        dataset = source.dataset
-        if num_pipelines > 1:
-            dataset = dataset.shard(num_pipelines, pipeline_id)
-        if shuffle:
-            buffer = min(source.size, SHUFFLE_BUFFER) if source.in_memory else SHUFFLE_BUFFER
-            examples = dataset
-
-            def epoch_examples(epoch):
-                seed = tf.random.experimental.stateless_fold_in(
-                    tf.constant([self.options.seed, pipeline_id], tf.int64), epoch
-                )
-                return window_shuffle(examples, max(buffer, 1), seed)
-
-            dataset = by_epoch(epoch_examples, epochs)
-        else:
-            dataset = dataset.repeat(epochs)
-        dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
+    def model_inputs(self, batch):
+        """A batch of examples (dicts `text`, `text_pair`, `label`) as `(features, labels)`,
+        each label checked in the graph (a Dataset's labels are not checked before)."""
         num_classes = self.options.num_classes
-
-        def to_model_inputs(batch):
-            labels = tf.cast(batch["label"], tf.int32)  # [B]
-            checks = [
-                tf.debugging.assert_non_negative(
-                    labels, message="A `label` of the examples is negative."
-                ),
-                tf.debugging.assert_less(
-                    labels,
-                    num_classes,
-                    message=f"A `label` of the examples is not below num_classes={num_classes}.",
-                ),
-            ]
-            with tf.control_dependencies(checks):
-                labels = tf.identity(labels)
-            features = self.encode(batch["text"], batch.get("text_pair"))
-            return features, {"labels": labels}
-
-        dataset = dataset.map(to_model_inputs, num_parallel_calls=tf.data.AUTOTUNE)
-        return dataset.prefetch(tf.data.AUTOTUNE)
+        labels = tf.cast(batch["label"], tf.int32)  # [B]
+        checks = [
+            tf.debugging.assert_non_negative(
+                labels, message="A `label` of the examples is negative."
+            ),
+            tf.debugging.assert_less(
+                labels,
+                num_classes,
+                message=f"A `label` of the examples is not below num_classes={num_classes}.",
+            ),
+        ]
+        with tf.control_dependencies(checks):
+            labels = tf.identity(labels)
+        features = self.encode(batch["text"], batch.get("text_pair"))
+        return features, {"labels": labels}
 
     # Model ------------------------------------------------------------------------------------
-
-    def default_config(self):
-        return None  # the model is the encoder given, with a head
-
-    @property
-    def encoder(self):
-        """The fine-tuned encoder once the pipeline is trained or loaded, else the encoder it
-        starts from."""
-        return self.model.encoder if self.model is not None else self._initial_encoder
 
     def build_model(self):
         """A new `SequenceClassifier`: a copy of the starting encoder and a fresh head.
@@ -266,29 +206,13 @@ class TextClassifier(EncoderPipeline):
         The copy is made where this is called, so that inside a distribution strategy's scope
         its variables are the strategy's; the starting encoder keeps its weights.
         """
-        source = self._initial_encoder
-        encoder = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(source))
-        encoder.set_weights(source.get_weights())
         return SequenceClassifier(
-            encoder,
+            self.encoder_copy(),
             self.options.num_classes,
             dropout=self.options.dropout,
-            kernel_initializer=keras.initializers.TruncatedNormal(
-                stddev=0.02, seed=self.options.seed
-            ),
+            kernel_initializer=self.head_initializer(),
             name="text_classifier",
         )
-
-    def run_config(self):
-        encoder = self._initial_encoder
-        return {
-            "encoder": {
-                "name": encoder.name,
-                "weight_shapes": [list(weight.shape) for weight in encoder.weights],
-            },
-            "vocabulary_size": self.tokenizer.vocabulary_size,
-            **self.options.to_dict(),
-        }
 
     # Prediction -------------------------------------------------------------------------------
 
@@ -352,23 +276,4 @@ class TextClassifier(EncoderPipeline):
         pairs = self.options.seq_len >= min_sequence_length(2)
         return self.export_encoder(
             self.serving_model(), base_dir, version, overwrite, outputs, pairs=pairs
-        )
-
-
-def _check_encoder(encoder, tokenizer, seq_len):
-    """The encoder's vocabulary must be the tokenizer's and its positions cover `seq_len`."""
-    try:
-        embedding = encoder.get_layer("embedding")
-    except ValueError:
-        return  # not an lmpipe encoder: nothing more to check
-    vocabulary_size = getattr(embedding, "vocabulary_size", None)
-    if vocabulary_size is not None and vocabulary_size != tokenizer.vocabulary_size:
-        raise ValueError(
-            f"The encoder's vocabulary_size ({vocabulary_size}) differs from the tokenizer's "
-            f"({tokenizer.vocabulary_size}): use the tokenizer the encoder was trained with."
-        )
-    max_length = getattr(embedding, "max_sequence_length", None)
-    if max_length is not None and seq_len > max_length:
-        raise ValueError(
-            f"`seq_len`={seq_len} exceeds the encoder's max_sequence_length ({max_length})."
         )

@@ -1,7 +1,6 @@
 """`TokenTagger`: fine-tune a pretrained encoder to tag words (named entities, BIO chunks)."""
 
 import dataclasses
-import math
 import warnings
 
 import keras
@@ -10,7 +9,6 @@ import tensorflow as tf
 
 from lmpipe.arguments import check_dropout, check_number, check_positive_int, check_texts
 from lmpipe.datasets.packing import min_sequence_length
-from lmpipe.datasets.shuffling import by_epoch, window_shuffle
 from lmpipe.datasets.tagged_files import TaggedSentences
 from lmpipe.datasets.word_pieces import pack_words, split_text_words
 from lmpipe.datasets.wordpiece import WordPieceTokenizer
@@ -19,8 +17,8 @@ from lmpipe.models.samplers import traced_function
 from lmpipe.models.sequence_classifier import ENCODER_INPUTS
 from lmpipe.models.token_classifier import TokenClassifier
 from lmpipe.pipelines.entity_scores import are_chunk_tags, entity_scores
-from lmpipe.pipelines.pipeline import EncoderPipeline, PipelineOptions
-from lmpipe.pipelines.text_classifier import SHUFFLE_BUFFER, _check_encoder
+from lmpipe.pipelines.fine_tuning import FineTuningPipeline
+from lmpipe.pipelines.pipeline import PipelineOptions
 
 SERVE_TAGS = "serve_tags"
 OUTSIDE = "O"
@@ -82,7 +80,7 @@ class TaggedExamples:
         )
 
 
-class TokenTagger(EncoderPipeline):
+class TokenTagger(FineTuningPipeline):
     """Fine-tuning for token classification: a pretrained encoder + a tag head on every piece,
     trained on sentences of tagged words (named entities as in CoNLL-2003, or any tag per
     word), with data, training, evaluation, prediction, save/load and export.
@@ -127,14 +125,7 @@ class TokenTagger(EncoderPipeline):
     data_name = "the sentences"
 
     def __init__(self, tokenizer, encoder, tags=None, **options):
-        if not isinstance(encoder, keras.Model):
-            raise ValueError(
-                f"`encoder` must be a keras.Model (e.g. BertPretraining.encoder), got "
-                f"{type(encoder).__name__}."
-            )
-        super().__init__(tokenizer, None, tags=tags, **options)
-        _check_encoder(encoder, tokenizer, self.options.seq_len)
-        self._initial_encoder = encoder
+        super().__init__(tokenizer, encoder, tags=tags, **options)
         self._tag_ids = {name: index for index, name in enumerate(self.options.tags)}
 
     # Constructors -----------------------------------------------------------------------------
@@ -194,7 +185,7 @@ class TokenTagger(EncoderPipeline):
         """
         check_positive_int("batch_size", batch_size)
         source = self.check_data(sentences, "sentences")
-        return self._batches(source, batch_size, shuffle, epochs, input_context, drop_remainder)
+        return self.batches(source, batch_size, shuffle, epochs, input_context, drop_remainder)
 
     def check_data(self, data, name="data"):
         """`data` checked, as `TaggedExamples`; a ValueError naming the first bad sentence."""
@@ -250,67 +241,21 @@ class TokenTagger(EncoderPipeline):
             f"{len(self.options.tags)}."
         )
 
-    def training_batches(self, source, per_replica, input_context):
-        return self._batches(source, per_replica, True, None, input_context, drop_remainder=True)
+    def batch_examples(self, dataset, batch_size, drop_remainder):
+        """Sentences of different lengths: ragged batches."""
+        return dataset.ragged_batch(batch_size, drop_remainder=drop_remainder)
 
-    def evaluation_batches(self, source, batch_size, steps):
-        return self._batches(source, batch_size, False, None if steps else 1, None, False)
-
-    def steps_in_one_pass(self, source, batch_size):
-        """`ceil(number of sentences / batch_size)`: the last, partial batch counts."""
-        return math.ceil(source.size / batch_size)
-
-    def _batches(self, source, batch_size, shuffle, epochs, input_context, drop_remainder):
-        check_positive_int("epochs", epochs, none=True)
-        if drop_remainder is None:
-            drop_remainder = epochs is None
-        num_pipelines, pipeline_id = 1, 0
-        if input_context is not None:
-            num_pipelines = input_context.num_input_pipelines
-            pipeline_id = input_context.input_pipeline_id
-        dataset = source.dataset
-        if num_pipelines > 1:
-            dataset = dataset.shard(num_pipelines, pipeline_id)
-        if shuffle:
-            buffer = max(min(source.size, SHUFFLE_BUFFER), 1)
-            sentences = dataset
-
-            def epoch_sentences(epoch):
-                seed = tf.random.experimental.stateless_fold_in(
-                    tf.constant([self.options.seed, pipeline_id], tf.int64), epoch
-                )
-                return window_shuffle(sentences, buffer, seed)
-
-            dataset = by_epoch(epoch_sentences, epochs)
-        else:
-            dataset = dataset.repeat(epochs)
-        dataset = dataset.ragged_batch(batch_size, drop_remainder=drop_remainder)
-
-        def to_model_inputs(batch):
-            packed = self.encode(batch["words"], batch["tags"])
-            features = {name: packed[name] for name in ENCODER_INPUTS}
-            return features, {"labels": packed["labels"]}
-
-        dataset = dataset.map(to_model_inputs, num_parallel_calls=tf.data.AUTOTUNE)
-        return dataset.prefetch(tf.data.AUTOTUNE)
+    def model_inputs(self, batch):
+        packed = self.encode(batch["words"], batch["tags"])
+        features = {name: packed[name] for name in ENCODER_INPUTS}
+        return features, {"labels": packed["labels"]}
 
     # Model ------------------------------------------------------------------------------------
-
-    def default_config(self):
-        return None  # the model is the encoder given, with a head
-
-    @property
-    def encoder(self):
-        """The fine-tuned encoder once the pipeline is trained or loaded, else the encoder it
-        starts from."""
-        return self.model.encoder if self.model is not None else self._initial_encoder
 
     def build_model(self):
         """A new `TokenClassifier`: a copy of the starting encoder and a fresh head (made where
         this is called, so inside a strategy's scope its variables are the strategy's)."""
-        source = self._initial_encoder
-        encoder = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(source))
-        encoder.set_weights(source.get_weights())
+        encoder = self.encoder_copy()
         for layer in encoder.layers:
             if layer.name == "pooler":  # BERT's [CLS] layer: tagging does not use it
                 layer.trainable = False
@@ -318,22 +263,9 @@ class TokenTagger(EncoderPipeline):
             encoder,
             len(self.options.tags),
             dropout=self.options.dropout,
-            kernel_initializer=keras.initializers.TruncatedNormal(
-                stddev=0.02, seed=self.options.seed
-            ),
+            kernel_initializer=self.head_initializer(),
             name="token_tagger",
         )
-
-    def run_config(self):
-        encoder = self._initial_encoder
-        return {
-            "encoder": {
-                "name": encoder.name,
-                "weight_shapes": [list(weight.shape) for weight in encoder.weights],
-            },
-            "vocabulary_size": self.tokenizer.vocabulary_size,
-            **self.options.to_dict(),
-        }
 
     # Evaluation -------------------------------------------------------------------------------
 

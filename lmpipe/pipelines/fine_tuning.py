@@ -1,0 +1,154 @@
+"""The base of the fine-tuning pipelines: a given pretrained encoder, a head, and labelled
+examples batched the same way for every task (`TextClassifier`, `TokenTagger`,
+`SpanAnswerer`)."""
+
+import math
+
+import keras
+import tensorflow as tf
+
+from lmpipe.arguments import check_positive_int
+from lmpipe.datasets.shuffling import by_epoch, window_shuffle
+from lmpipe.pipelines.pipeline import EncoderPipeline
+
+# Examples held in memory are shuffled all together; a tf.data.Dataset of examples through a
+# buffer of this many.
+SHUFFLE_BUFFER = 10_000
+
+
+class FineTuningPipeline(EncoderPipeline):
+    """A pipeline that fine-tunes a copy of `encoder` (a trained encoder `keras.Model`:
+    `token_ids`, `segment_ids`, `padding_mask` in) with a task's head.
+
+    What every fine-tuning task shares is here, once: the encoder check, the copy of the
+    encoder each new model starts from (the encoder given keeps its weights), the run
+    configuration checked on resume, and the batches: `check_data` turns the task's examples
+    into a source with `size` (and `in_memory`), `examples_dataset(source)` gives one element
+    per example; the base shards them among input pipelines, shuffles them again at every epoch
+    (deterministically from `seed`, the input pipeline and the epoch), batches them
+    (`batch_examples`) and maps each batch to `(features, labels)` (`model_inputs`).
+    """
+
+    default_epochs = 3
+    data_name = "the examples"
+
+    def __init__(self, tokenizer, encoder, **options):
+        if not isinstance(encoder, keras.Model):
+            raise ValueError(
+                f"`encoder` must be a keras.Model (e.g. BertPretraining.encoder), got "
+                f"{type(encoder).__name__}."
+            )
+        super().__init__(tokenizer, None, **options)
+        check_encoder(encoder, tokenizer, self.options.seq_len)
+        self._initial_encoder = encoder
+
+    # Data -------------------------------------------------------------------------------------
+
+    def examples_dataset(self, source):
+        """A `tf.data.Dataset`, one element per example of `source` (from `check_data`)."""
+        return source.dataset
+
+    def batch_examples(self, dataset, batch_size, drop_remainder):
+        """Examples to batches (a task with ragged examples batches them ragged)."""
+        return dataset.batch(batch_size, drop_remainder=drop_remainder)
+
+    def model_inputs(self, batch):
+        """A batch of examples as `(features, labels)`; not called when a task's examples are
+        `(features, labels)` already (the base's)."""
+        raise NotImplementedError
+
+    def training_batches(self, source, per_replica, input_context):
+        return self.batches(source, per_replica, True, None, input_context, drop_remainder=True)
+
+    def evaluation_batches(self, source, batch_size, steps):
+        return self.batches(source, batch_size, False, None if steps else 1, None, False)
+
+    def steps_in_one_pass(self, source, batch_size):
+        """`ceil(number of examples / batch_size)`: the last, partial batch counts."""
+        return math.ceil(source.size / batch_size)
+
+    def batches(self, source, batch_size, shuffle, epochs, input_context, drop_remainder):
+        """The batches of `source`: shuffled again every epoch or in order, `epochs` passes
+        (None: forever), this input pipeline's shard only."""
+        check_positive_int("epochs", epochs, none=True)
+        if drop_remainder is None:
+            drop_remainder = epochs is None
+        num_pipelines, pipeline_id = 1, 0
+        if input_context is not None:
+            num_pipelines = input_context.num_input_pipelines
+            pipeline_id = input_context.input_pipeline_id
+        dataset = self.examples_dataset(source)
+        if num_pipelines > 1:
+            dataset = dataset.shard(num_pipelines, pipeline_id)
+        if shuffle:
+            in_memory = getattr(source, "in_memory", True)
+            buffer = max(min(source.size, SHUFFLE_BUFFER), 1) if in_memory else SHUFFLE_BUFFER
+            examples = dataset
+
+            def epoch_examples(epoch):
+                seed = tf.random.experimental.stateless_fold_in(
+                    tf.constant([self.options.seed, pipeline_id], tf.int64), epoch
+                )
+                return window_shuffle(examples, buffer, seed)
+
+            dataset = by_epoch(epoch_examples, epochs)
+        else:
+            dataset = dataset.repeat(epochs)
+        dataset = self.batch_examples(dataset, batch_size, drop_remainder)
+        if type(self).model_inputs is not FineTuningPipeline.model_inputs:
+            dataset = dataset.map(self.model_inputs, num_parallel_calls=tf.data.AUTOTUNE)
+        return dataset.prefetch(tf.data.AUTOTUNE)
+
+    # Model ------------------------------------------------------------------------------------
+
+    def default_config(self):
+        return None  # the model is the encoder given, with a head
+
+    @property
+    def encoder(self):
+        """The fine-tuned encoder once the pipeline is trained or loaded, else the encoder it
+        starts from."""
+        return self.model.encoder if self.model is not None else self._initial_encoder
+
+    def encoder_copy(self):
+        """A copy of the starting encoder with its weights, for a new model. Made where this is
+        called, so that inside a distribution strategy's scope its variables are the
+        strategy's; the starting encoder keeps its weights."""
+        source = self._initial_encoder
+        encoder = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(source))
+        encoder.set_weights(source.get_weights())
+        return encoder
+
+    def head_initializer(self):
+        """BERT's initializer for the task's head, seeded by the pipeline's `seed`."""
+        return keras.initializers.TruncatedNormal(stddev=0.02, seed=self.options.seed)
+
+    def run_config(self):
+        encoder = self._initial_encoder
+        return {
+            "encoder": {
+                "name": encoder.name,
+                "weight_shapes": [list(weight.shape) for weight in encoder.weights],
+            },
+            "vocabulary_size": self.tokenizer.vocabulary_size,
+            **self.options.to_dict(),
+        }
+
+
+def check_encoder(encoder, tokenizer, seq_len):
+    """The encoder's vocabulary must be the tokenizer's and its positions cover `seq_len`."""
+    try:
+        embedding = encoder.get_layer("embedding")
+    except ValueError:
+        return  # not an lmpipe encoder: nothing more to check
+    vocabulary_size = getattr(embedding, "vocabulary_size", None)
+    if vocabulary_size is not None and vocabulary_size != tokenizer.vocabulary_size:
+        raise ValueError(
+            f"The encoder's vocabulary_size ({vocabulary_size}) differs from the tokenizer's "
+            f"({tokenizer.vocabulary_size}): use the tokenizer the encoder was trained with."
+        )
+    max_length = getattr(embedding, "max_sequence_length", None)
+    if max_length is not None and seq_len > max_length:
+        raise ValueError(
+            f"`seq_len`={seq_len} exceeds the encoder's max_sequence_length ({max_length})."
+        )
