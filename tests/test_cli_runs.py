@@ -20,11 +20,12 @@ def test_pretrain_xlnet_saves_evaluates_and_exports(tmp_path):
     out = tmp_path / "run"
     command = [sys.executable, "-m", "lmpipe.cli", "pretrain", "xlnet", "--out", str(out)]
     command += ["--vocab", str(vocab), "--steps", "4", "--epochs", "1", "--batch-size", "4"]
+    command += ["--held-out", "3"]  # three scenes: a short validation pass
     command += ["--seq-len", "32", "--reuse-len", "16", "--checkpoint-every", "2"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert re.search(r"Held out 39 documents .*evaluated after each of the 1 epochs", result.stdout)
-    assert "Evaluation on the 39 held-out documents: loss" in result.stdout
+    assert re.search(r"Held out 3 documents .*evaluated after each of the 1 epochs", result.stdout)
+    assert "Evaluation on the 3 held-out documents: loss" in result.stdout
     with open(out / "pipeline" / "pipeline.json") as file:
         description = json.load(file)
     assert description["pipeline"] == "XLNetPretraining"
@@ -48,10 +49,11 @@ def test_pretrain_a_language_model_then_predict_from_its_run(tmp_path, model):
     out = tmp_path / "run"
     command = [sys.executable, "-m", "lmpipe.cli", "pretrain", model, "--out", str(out)]
     command += ["--vocab", str(vocab), "--steps", "4", "--epochs", "1", "--batch-size", "4"]
+    command += ["--held-out", "3"]  # three scenes: a short validation pass
     command += ["--seq-len", "32", "--checkpoint-every", "2"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "Evaluation on the 39 held-out documents: " in result.stdout
+    assert "Evaluation on the 3 held-out documents: " in result.stdout
     assert "perplexity" in result.stdout
     with open(out / "pipeline" / "pipeline.json") as file:
         description = json.load(file)
@@ -76,13 +78,14 @@ def test_pretrain_on_two_workers_ends_with_0_on_both_and_the_chief_exports(tmp_p
     command = [sys.executable, "-m", "lmpipe.cli", "pretrain", "bert", "--out", str(out)]
     command += ["--strategy", "multi_worker", "--vocab", str(vocab), "--preset", "tiny"]
     command += ["--seq-len", "32", "--steps", "4", "--epochs", "1", "--batch-size", "8"]
+    command += ["--held-out", "3"]
     command += ["--checkpoint-every", "2"]
     (tmp_path / "tmp").mkdir()
     results = run_workers([command, command], timeout=500, env={"TMPDIR": str(tmp_path / "tmp")})
     for returncode, output in results:
         assert returncode == 0, output[-3000:]
     (_, chief), (_, other) = results
-    assert "Evaluation on the 39 held-out documents: loss" in chief
+    assert "Evaluation on the 3 held-out documents: loss" in chief
     assert "Exported for TensorFlow Serving" in chief
     assert "Evaluation" not in other and "Exported" not in other
     assert os.path.isfile(out / "serving" / "1" / "saved_model.pb")
