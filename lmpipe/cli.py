@@ -643,31 +643,8 @@ def _finetune(arguments):
     _check_positive(limit=arguments.limit)
     train, validation, test, class_names = _labelled_splits(arguments)
     options = dict(seq_len=arguments.seq_len, labels=class_names, seed=arguments.seed)
-    try:
-        saved = _saved_pipeline(arguments.pretrained)
-        if saved is not None:
-            pretraining = _load_pipeline(saved)
-            classifier = TextClassifier.from_pretraining(pretraining, len(class_names), **options)
-        else:
-            classifier = TextClassifier.from_pretrained(
-                arguments.pretrained, len(class_names), **options
-            )
-    except ValueError as error:
-        raise SystemExit(f"error: {_as_flags(str(error))}") from None
-    if arguments.from_scratch:
-        classifier = _from_scratch(classifier, arguments.seed)
-    history = classifier.fit(
-        train,
-        batch_size=arguments.batch_size,
-        epochs=arguments.epochs,
-        steps_per_epoch=arguments.steps_per_epoch,
-        validation=validation,
-        monitor=arguments.monitor,
-        patience=arguments.patience,
-        strategy=strategy,
-        checkpoint_dir=os.path.join(arguments.out, "checkpoints"),
-        learning_rate=arguments.learning_rate,
-    )
+    classifier = _fine_tuning_pipeline(TextClassifier, arguments, len(class_names), **options)
+    history = _fit_fine_tuning(classifier, train, validation, arguments, strategy)
     classifier = _save_after_fit(classifier, strategy, arguments.out)
     if classifier is None:
         return 0
@@ -684,6 +661,37 @@ def _finetune(arguments):
     )
     _export_once(classifier, arguments, trained=bool(history.history))
     return 0
+
+
+def _fine_tuning_pipeline(family, arguments, *task, **options):
+    """The `family` pipeline (a `FineTuningPipeline`) that starts from --pretrained (a saved
+    pretraining pipeline or run, or a Hugging Face BERT folder), or from its architecture with
+    new weights (--from-scratch)."""
+    try:
+        saved = _saved_pipeline(arguments.pretrained)
+        if saved is not None:
+            pipe = family.from_pretraining(_load_pipeline(saved), *task, **options)
+        else:
+            pipe = family.from_pretrained(arguments.pretrained, *task, **options)
+    except ValueError as error:
+        raise SystemExit(f"error: {_as_flags(str(error))}") from None
+    return _from_scratch(pipe, arguments.seed) if arguments.from_scratch else pipe
+
+
+def _fit_fine_tuning(pipe, train, validation, arguments, strategy):
+    """`pipe.fit` with the flags every `lmpipe finetune` task shares; its history."""
+    return pipe.fit(
+        train,
+        batch_size=arguments.batch_size,
+        epochs=arguments.epochs,
+        steps_per_epoch=arguments.steps_per_epoch,
+        validation=validation,
+        monitor=arguments.monitor,
+        patience=arguments.patience,
+        strategy=strategy,
+        checkpoint_dir=os.path.join(arguments.out, "checkpoints"),
+        learning_rate=arguments.learning_rate,
+    )
 
 
 def _from_scratch(pipe, seed):
@@ -794,28 +802,9 @@ def _finetune_tokens(arguments):
         train = _limited(train, arguments)
         print(f"Training on {len(train):,} of them, drawn at random (--limit)")
     options = dict(seq_len=arguments.seq_len, seed=arguments.seed)
-    try:
-        saved = _saved_pipeline(arguments.pretrained)
-        if saved is not None:
-            tagger = TokenTagger.from_pretraining(_load_pipeline(saved), tag_names, **options)
-        else:
-            tagger = TokenTagger.from_pretrained(arguments.pretrained, tag_names, **options)
-    except ValueError as error:
-        raise SystemExit(f"error: {_as_flags(str(error))}") from None
-    if arguments.from_scratch:
-        tagger = _from_scratch(tagger, arguments.seed)
-    history = tagger.fit(
-        train.examples,
-        batch_size=arguments.batch_size,
-        epochs=arguments.epochs,
-        steps_per_epoch=arguments.steps_per_epoch,
-        validation=validation and validation.examples,
-        monitor=arguments.monitor,
-        patience=arguments.patience,
-        strategy=strategy,
-        checkpoint_dir=os.path.join(arguments.out, "checkpoints"),
-        learning_rate=arguments.learning_rate,
-    )
+    tagger = _fine_tuning_pipeline(TokenTagger, arguments, tag_names, **options)
+    validation = validation and validation.examples
+    history = _fit_fine_tuning(tagger, train.examples, validation, arguments, strategy)
     tagger = _save_after_fit(tagger, strategy, arguments.out)
     if tagger is None:
         return 0
@@ -951,14 +940,8 @@ def _finetune_spans(arguments):
         no_answer=arguments.no_answer or train.has_unanswerable,
         seed=arguments.seed,
     )
+    answerer = _fine_tuning_pipeline(SpanAnswerer, arguments, **options)
     try:
-        saved = _saved_pipeline(arguments.pretrained)
-        if saved is not None:
-            answerer = SpanAnswerer.from_pretraining(_load_pipeline(saved), **options)
-        else:
-            answerer = SpanAnswerer.from_pretrained(arguments.pretrained, **options)
-        if arguments.from_scratch:
-            answerer = _from_scratch(answerer, arguments.seed)
         # The windows of every split, made (and checked) before training starts.
         train = answerer.check_data(train, "--train")
         test = answerer.check_data(test, "--test", training=False)
@@ -972,18 +955,7 @@ def _finetune_spans(arguments):
             for name in ("seq_len", "max_query_len", "doc_stride", "max_answer_len")
         )
     )
-    history = answerer.fit(
-        train,
-        batch_size=arguments.batch_size,
-        epochs=arguments.epochs,
-        steps_per_epoch=arguments.steps_per_epoch,
-        validation=validation,
-        monitor=arguments.monitor,
-        patience=arguments.patience,
-        strategy=strategy,
-        checkpoint_dir=os.path.join(arguments.out, "checkpoints"),
-        learning_rate=arguments.learning_rate,
-    )
+    history = _fit_fine_tuning(answerer, train, validation, arguments, strategy)
     answerer = _save_after_fit(answerer, strategy, arguments.out)
     if answerer is None:
         return 0

@@ -9,6 +9,8 @@ import tensorflow as tf
 
 from lmpipe.arguments import check_positive_int
 from lmpipe.datasets.shuffling import by_epoch, window_shuffle
+from lmpipe.datasets.wordpiece import WordPieceTokenizer
+from lmpipe.models.pretrained import bert_from_pretrained
 from lmpipe.pipelines.pipeline import EncoderPipeline
 
 # Examples held in memory are shuffled all together; a tf.data.Dataset of examples through a
@@ -41,6 +43,27 @@ class FineTuningPipeline(EncoderPipeline):
         super().__init__(tokenizer, None, **options)
         check_encoder(encoder, tokenizer, self.options.seq_len)
         self._initial_encoder = encoder
+
+    # Constructors -----------------------------------------------------------------------------
+
+    @classmethod
+    def from_pretraining(cls, pipeline, *task, seq_len=None, **options):
+        """Fine-tune the encoder of a trained (or loaded) `BertPretraining` /
+        `AlbertPretraining` with its tokenizer; `seq_len` defaults to the pipeline's. `task`
+        and `options`: the task's own arguments (a classifier's `num_classes`, a tagger's
+        `tags`, ...), as its constructor takes them."""
+        seq_len = pipeline.options.seq_len if seq_len is None else seq_len
+        return cls(pipeline.tokenizer, pipeline.encoder, *task, seq_len=seq_len, **options)
+
+    @classmethod
+    def from_pretrained(cls, directory, *task, **options):
+        """Fine-tune a Hugging Face BERT checkpoint folder (`config.json`, `model.safetensors`,
+        `vocab.txt`): the encoder of `bert_from_pretrained(directory)` and the WordPiece
+        tokenizer of `WordPieceTokenizer.from_pretrained(directory)`. `task` and `options` as
+        for `from_pretraining`."""
+        encoder = bert_from_pretrained(directory)
+        tokenizer = WordPieceTokenizer.from_pretrained(directory)
+        return cls(tokenizer, encoder, *task, **options)
 
     # Data -------------------------------------------------------------------------------------
 

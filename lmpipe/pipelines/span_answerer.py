@@ -11,8 +11,6 @@ import tensorflow as tf
 from lmpipe.arguments import check_bool, check_number, check_positive_int, check_texts
 from lmpipe.datasets.span_windows import answer_positions, piece_lengths, span_windows
 from lmpipe.datasets.squad import SpanExamples, span_examples
-from lmpipe.datasets.wordpiece import WordPieceTokenizer
-from lmpipe.models.pretrained import bert_from_pretrained
 from lmpipe.models.sequence_classifier import ENCODER_INPUTS
 from lmpipe.models.span_predictor import SpanPredictor
 from lmpipe.pipelines.fine_tuning import FineTuningPipeline
@@ -140,25 +138,6 @@ class SpanAnswerer(FineTuningPipeline):
     def __init__(self, tokenizer, encoder, **options):
         super().__init__(tokenizer, encoder, **options)
         self._lengths = piece_lengths(tokenizer)
-
-    # Constructors -----------------------------------------------------------------------------
-
-    @classmethod
-    def from_pretraining(cls, pipeline, seq_len=None, **options):
-        """Fine-tune the encoder of a trained (or loaded) `BertPretraining` /
-        `AlbertPretraining` with its tokenizer; `seq_len` defaults to the pipeline's. Other
-        arguments are those of `SpanAnswerer`."""
-        seq_len = pipeline.options.seq_len if seq_len is None else seq_len
-        return cls(pipeline.tokenizer, pipeline.encoder, seq_len=seq_len, **options)
-
-    @classmethod
-    def from_pretrained(cls, directory, **options):
-        """Fine-tune a Hugging Face BERT checkpoint folder (`config.json`, `model.safetensors`,
-        `vocab.txt`) with its WordPiece tokenizer. Other arguments are those of
-        `SpanAnswerer`."""
-        encoder = bert_from_pretrained(directory)
-        tokenizer = WordPieceTokenizer.from_pretrained(directory)
-        return cls(tokenizer, encoder, **options)
 
     # Data -------------------------------------------------------------------------------------
 

@@ -14,8 +14,6 @@ from lmpipe.datasets.labelled_examples import (
     text_array,
 )
 from lmpipe.datasets.packing import min_sequence_length, pack_texts
-from lmpipe.datasets.wordpiece import WordPieceTokenizer
-from lmpipe.models.pretrained import bert_from_pretrained
 from lmpipe.models.sequence_classifier import ENCODER_INPUTS, SequenceClassifier
 from lmpipe.pipelines.fine_tuning import FineTuningPipeline
 from lmpipe.pipelines.pipeline import PipelineOptions
@@ -103,26 +101,6 @@ class TextClassifier(FineTuningPipeline):
 
     def __init__(self, tokenizer, encoder, num_classes=None, **options):
         super().__init__(tokenizer, encoder, num_classes=num_classes, **options)
-
-    # Constructors -----------------------------------------------------------------------------
-
-    @classmethod
-    def from_pretraining(cls, pipeline, num_classes, seq_len=None, **options):
-        """Fine-tune the encoder of a trained (or loaded) `BertPretraining` / `AlbertPretraining`
-        with its tokenizer; `seq_len` defaults to the pipeline's. Other arguments are those of
-        `TextClassifier`."""
-        seq_len = pipeline.options.seq_len if seq_len is None else seq_len
-        return cls(pipeline.tokenizer, pipeline.encoder, num_classes, seq_len=seq_len, **options)
-
-    @classmethod
-    def from_pretrained(cls, directory, num_classes, **options):
-        """Fine-tune a Hugging Face BERT checkpoint folder (`config.json`, `model.safetensors`,
-        `vocab.txt`): the encoder of `bert_from_pretrained(directory)` and the WordPiece
-        tokenizer of `WordPieceTokenizer.from_pretrained(directory)`. Other arguments are
-        those of `TextClassifier`."""
-        encoder = bert_from_pretrained(directory)
-        tokenizer = WordPieceTokenizer.from_pretrained(directory)
-        return cls(tokenizer, encoder, num_classes, **options)
 
     # Data -------------------------------------------------------------------------------------
 

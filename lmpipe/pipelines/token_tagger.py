@@ -11,8 +11,6 @@ from lmpipe.arguments import check_dropout, check_number, check_positive_int, ch
 from lmpipe.datasets.packing import min_sequence_length
 from lmpipe.datasets.tagged_files import TaggedSentences
 from lmpipe.datasets.word_pieces import pack_words, split_text_words
-from lmpipe.datasets.wordpiece import WordPieceTokenizer
-from lmpipe.models.pretrained import bert_from_pretrained
 from lmpipe.models.samplers import traced_function
 from lmpipe.models.sequence_classifier import ENCODER_INPUTS
 from lmpipe.models.token_classifier import TokenClassifier
@@ -127,26 +125,6 @@ class TokenTagger(FineTuningPipeline):
     def __init__(self, tokenizer, encoder, tags=None, **options):
         super().__init__(tokenizer, encoder, tags=tags, **options)
         self._tag_ids = {name: index for index, name in enumerate(self.options.tags)}
-
-    # Constructors -----------------------------------------------------------------------------
-
-    @classmethod
-    def from_pretraining(cls, pipeline, tags, seq_len=None, **options):
-        """Fine-tune the encoder of a trained (or loaded) `BertPretraining` / `AlbertPretraining`
-        with its tokenizer; `seq_len` defaults to the pipeline's. Other arguments are those of
-        `TokenTagger`."""
-        seq_len = pipeline.options.seq_len if seq_len is None else seq_len
-        return cls(pipeline.tokenizer, pipeline.encoder, tags, seq_len=seq_len, **options)
-
-    @classmethod
-    def from_pretrained(cls, directory, tags, **options):
-        """Fine-tune a Hugging Face BERT checkpoint folder (`config.json`, `model.safetensors`,
-        `vocab.txt`): the encoder of `bert_from_pretrained(directory)` and the WordPiece
-        tokenizer of `WordPieceTokenizer.from_pretrained(directory)`. Other arguments are
-        those of `TokenTagger`."""
-        encoder = bert_from_pretrained(directory)
-        tokenizer = WordPieceTokenizer.from_pretrained(directory)
-        return cls(tokenizer, encoder, tags, **options)
 
     # Data -------------------------------------------------------------------------------------
 
