@@ -20,7 +20,6 @@ sharding in `lmpipe.datasets.sharding` and the Shakespeare parser in
 import json
 import logging
 
-import numpy as np
 import tensorflow as tf
 
 from lmpipe.arguments import check_number, check_positive_int
@@ -43,6 +42,7 @@ from lmpipe.datasets.corpus_validation import (
     resolve_format,
     scan_file,
 )
+from lmpipe.datasets.held_out import held_out_indices
 from lmpipe.datasets.shakespeare import check_choices, shakespeare_play, shakespeare_plays
 from lmpipe.datasets.sharding import pipeline_position, read_sharded
 
@@ -315,23 +315,12 @@ class TextCorpus:
         >>> len(rest), len(held)
         (8, 2)
         """
-        if isinstance(held_out, float):
-            check_number("held_out", held_out, above=0, below=1)
-            count = round(held_out * self._num_documents)
-        else:
-            count = check_number("held_out", held_out, minimum=1, integer=True)
-        if not 1 <= count < self._num_documents:
-            raise ValueError(
-                f"`held_out`={held_out!r} gives {count} of the corpus's {self._num_documents} "
-                "documents: both parts need at least one."
-            )
+        of = f"the corpus's {self._num_documents} documents"
+        rest, held = held_out_indices(self._num_documents, held_out, seed, of)
         documents = list(self.iter_documents())
         metadata = self.document_metadata()
-        order = np.random.default_rng(seed).permutation(len(documents))
-        held = set(order[:count].tolist())
         parts = []
-        for name, in_part in (("rest", False), ("held out", True)):
-            indices = [i for i in range(len(documents)) if (i in held) == in_part]
+        for name, indices in (("rest", rest), ("held out", held)):
             part = TextCorpus.from_documents(
                 [documents[i] for i in indices],
                 None if metadata is None else [metadata[i] for i in indices],

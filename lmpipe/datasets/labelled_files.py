@@ -11,9 +11,7 @@ import dataclasses
 import json
 import os
 
-import numpy as np
-
-from lmpipe.arguments import check_number, check_seed
+from lmpipe.datasets.held_out import held_out_indices
 
 FORMATS = ("auto", "csv", "tsv", "jsonl")
 
@@ -52,21 +50,9 @@ class LabelledFile:
     def split(self, held_out=0.1, seed=0):
         """`(rest, held out)`: a random `held_out` share (a fraction in (0, 1)) or number of
         the examples, the same for the same seed; both keep the file's order."""
-        check_seed(seed)
-        if isinstance(held_out, float):
-            check_number("held_out", held_out, above=0, below=1)
-            count = round(held_out * len(self))
-        else:
-            count = check_number("held_out", held_out, minimum=1, integer=True)
-        if not 1 <= count < len(self):
-            raise ValueError(
-                f"`held_out`={held_out!r} gives {count} of the {len(self)} examples of "
-                f"{self.path}: both parts must keep at least one."
-            )
-        order = np.random.default_rng(seed).permutation(len(self))
-        held = set(order[:count].tolist())
-        rest = [i for i in range(len(self)) if i not in held]
-        return self.subset(rest), self.subset(sorted(held))
+        of = f"the {len(self)} examples of {self.path}"
+        rest, held = held_out_indices(len(self), held_out, seed, of)
+        return self.subset(rest), self.subset(held)
 
     def subset(self, indices):
         """The examples at `indices`, in that order."""
