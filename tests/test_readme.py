@@ -1,13 +1,17 @@
 """README.md's examples against the code: every `lmpipe` command in its shell blocks is one
-the command accepts (its flags, its flag combinations), and every Python block compiles and
-names only what lmpipe has."""
+the command accepts (its flags, its flag combinations), every Python block compiles and
+names only what lmpipe has, and every example runs as written or says why not (the run
+itself, about an hour, with LMPIPE_README_EXAMPLES=1)."""
 
 import ast
+import os
 import pathlib
 import re
 import shlex
 
 import pytest
+
+from tests import readme_examples
 
 README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
 BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
@@ -112,3 +116,84 @@ def test_every_readme_python_block_compiles_and_names_what_lmpipe_has(index):
                 assert hasattr(module, alias.name) or importlib.util.find_spec(
                     f"{node.module}.{alias.name}"
                 ), f"README python block {index}: from {node.module} import {alias.name}"
+
+
+# The examples run as written, in order (tests/readme_examples.py).
+
+SYNTHETIC = """Set up:
+
+```bash
+pip install -e . && mkdir -p runs/a && echo trained > runs/a/model
+```
+
+<!-- not run: needs a server -->
+```bash
+curl localhost
+```
+
+```bash
+$ echo "two
+lines" > runs/b
+two
+lines
+$ cat runs/b
+```
+
+```python
+import pathlib
+pathlib.Path("runs/a/untrained").write_text("x")
+```
+"""
+
+
+def test_the_runner_reads_blocks_prompts_and_reasons():
+    found = readme_examples.examples(SYNTHETIC)
+    assert [(e.line, e.language, e.not_run) for e in found] == [
+        (3, "bash", None),
+        (8, "bash", "needs a server"),
+        (12, "bash", None),
+        (20, "python", None),
+    ]
+    assert "pip install" not in found[0].script
+    assert found[0].script.endswith("mkdir -p runs/a && echo trained > runs/a/model\n")
+    # In a block of prompts only the prompted commands run (a quoted newline kept whole).
+    assert found[2].script.splitlines()[1:] == ['echo "two', 'lines" > runs/b', "cat runs/b"]
+
+
+def test_the_runner_reports_a_collision_and_stops_at_a_failure(tmp_path):
+    found = [e for e in readme_examples.examples(SYNTHETIC) if e.not_run is None]
+    failures = readme_examples.run(found, tmp_path, timeout=60, log=lambda line: None)
+    assert (tmp_path / "runs/b").read_text() == "two\nlines\n"
+    assert failures == [
+        "README line 20 writes runs/a/untrained into runs/a, which the example at line 3 made"
+    ]
+    failing = readme_examples.examples("```bash\nfalse\n```\n\n```bash\ntouch after\n```\n")
+    failures = readme_examples.run(failing, tmp_path, timeout=60, log=lambda line: None)
+    assert len(failures) == 1 and failures[0].startswith("README line 1: exit 1")
+    assert not (tmp_path / "after").exists()
+
+
+def test_every_readme_example_runs_or_says_why_not():
+    found = readme_examples.examples()
+    assert len(found) == len(blocks("bash")) + len(blocks("python"))
+    for example in found:
+        if example.not_run is not None:
+            assert example.not_run, f"README line {example.line}: say why it is not run"
+            continue
+        for placeholder in ("path/to/", "docker ", "curl ", "localhost"):
+            assert placeholder not in example.source, (
+                f"README line {example.line} runs as written but has {placeholder!r}: "
+                "mark it <!-- not run: why -->"
+            )
+    assert sum(example.not_run is None for example in found) >= 15
+
+
+@pytest.mark.skipif(
+    not os.environ.get("LMPIPE_README_EXAMPLES"),
+    reason="about an hour on 2 cores: LMPIPE_README_EXAMPLES=1 runs README.md's examples",
+)
+def test_the_readme_examples_run_in_order_in_a_fresh_copy(tmp_path):
+    readme_examples.fresh_copy(tmp_path)
+    selected = [e for e in readme_examples.examples() if e.not_run is None]
+    failures = readme_examples.run(selected, tmp_path, timeout=1800)
+    assert not failures, "\n\n".join(failures)

@@ -1,0 +1,209 @@
+"""README.md's examples, in order, run as written in a fresh copy of the repository.
+
+    python tests/readme_examples.py --list          # every example: run, or why not
+    python tests/readme_examples.py [--keep DIR] [--start LINE] [--timeout SECONDS]
+
+A bash or python block of README.md is an example. One that cannot run as written (a user's
+own files, a server, a fragment that continues the block above) says why on an HTML comment
+just before it: `<!-- not run: needs your own CoNLL files -->`. Every other block runs, in the
+README's order, in a copy of the repository's files (without `runs/`, `serving/`, `data/`), as a
+reader who has done the set-up would run it: a bash block as a script (`set -e`; in a block of
+`$ ` prompts, only the prompted commands), a python block as a script of its own. The set-up's
+`pip install ... &&` is left out (the runner runs where lmpipe is installed).
+
+After each example the runner records the files it created under the copy; an example that
+creates files inside an output folder (two levels: `runs/bert`, `serving/bert`) that another
+example created is a collision (the main job's run trained over, an untrained model served as
+the newest version), reported as a failure.
+"""
+
+import argparse
+import dataclasses
+import os
+import pathlib
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.S | re.M)
+NOT_RUN = re.compile(r"<!--\s*not run:\s*(.*?)\s*-->\s*$", re.S)
+LEFT_OUT = ("runs", "serving", "data")
+
+
+@dataclasses.dataclass
+class Example:
+    line: int  # of the opening fence, 1-based
+    language: str
+    source: str
+    not_run: str | None  # the reason given, or None for an example that runs
+
+    @property
+    def script(self):
+        """What runs: the python source, or the bash block's commands."""
+        if self.language == "python":
+            return self.source
+        lines = self.source.splitlines()
+        if any(line.startswith("$ ") for line in lines):
+            lines = prompted_commands(lines)
+        lines = [re.sub(r"^pip install [^&;]*&&\s*", "", line) for line in lines]
+        lines = [line for line in lines if not line.startswith("pip install ")]
+        return "set -euo pipefail\n" + "\n".join(lines) + "\n"
+
+
+def prompted_commands(lines):
+    """The commands of a block of `$ ` prompts and their output: each prompted line, with the
+    lines that continue it (a trailing backslash, a quote still open)."""
+    commands = []
+    lines = list(lines)
+    while lines:
+        line = lines.pop(0)
+        if not line.startswith("$ "):
+            continue
+        command = line[2:]
+        while lines and (command.endswith("\\") or not complete(command)):
+            command += "\n" + lines.pop(0)
+        commands.append(command)
+    return commands
+
+
+def complete(command):
+    try:
+        shlex.split(command, comments=True)
+    except ValueError:
+        return False
+    return True
+
+
+def examples(text=None):
+    """Every bash and python block of README.md, in order."""
+    text = README.read_text("utf-8") if text is None else text
+    found = []
+    for match in FENCE.finditer(text):
+        language, source = match.group(1), match.group(2)
+        if language not in ("bash", "python"):
+            continue
+        comments = []  # the HTML comment lines just before the block
+        for line in reversed(text[: match.start()].rstrip("\n").splitlines()):
+            if not line.startswith("<!--"):
+                break
+            comments.append(line)
+        reason = next(filter(None, map(NOT_RUN.search, comments)), None)
+        found.append(
+            Example(
+                line=text.count("\n", 0, match.start()) + 1,
+                language=language,
+                source=source,
+                not_run=reason.group(1) if reason else None,
+            )
+        )
+    return found
+
+
+def fresh_copy(destination):
+    """The repository's files as git knows them (tracked and untracked but not ignored, from
+    the working tree), without the outputs of earlier runs."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        if name.split("/", 1)[0] in LEFT_OUT or not (ROOT / name).is_file():
+            continue
+        target = destination / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, target)
+
+
+def files_under(folder):
+    return {
+        path.relative_to(folder)
+        for path in folder.rglob("*")
+        if path.is_file() and not any(part.startswith(".git") for part in path.parts)
+    }
+
+
+def output_folder(path):
+    """The folder an example writes into: two levels (`runs/bert`), or the file itself."""
+    parts = path.parts
+    return pathlib.Path(*parts[:2]) if len(parts) > 2 else path
+
+
+def run(selected, work, timeout, log=print):
+    """Runs the examples in `work` in order; returns the failures as text (empty: all ran)."""
+    owners = {}  # output folder -> line of the example that created it
+    failures = []
+    for example in selected:
+        before = files_under(work)
+        name = f"readme_{example.line}.{'py' if example.language == 'python' else 'sh'}"
+        script = pathlib.Path(tempfile.gettempdir()) / f"{os.getpid()}_{name}"
+        script.write_text(example.script)
+        command = [sys.executable, str(script)] if example.language == "python" else ["bash"]
+        if example.language == "bash":
+            command.append(str(script))
+        started = time.monotonic()
+        try:
+            result = subprocess.run(
+                command, cwd=work, capture_output=True, text=True, timeout=timeout
+            )
+            code, output = result.returncode, result.stdout + result.stderr
+        except subprocess.TimeoutExpired as error:
+            code = "timeout"
+            output = (error.stdout or b"").decode() + (error.stderr or b"").decode()
+        finally:
+            script.unlink(missing_ok=True)
+        seconds = time.monotonic() - started
+        log(f"README line {example.line} ({example.language}): exit {code}, {seconds:.0f} s")
+        if code != 0:
+            tail = "\n".join(output.strip().splitlines()[-30:])
+            failures.append(f"README line {example.line}: exit {code}\n{tail}")
+            break  # the examples after it may need what it makes
+        for path in sorted(files_under(work) - before):
+            folder = output_folder(path)
+            owner = owners.setdefault(folder, example.line)
+            if owner != example.line:
+                failures.append(
+                    f"README line {example.line} writes {path} into {folder}, "
+                    f"which the example at line {owner} made"
+                )
+                owners[folder] = example.line  # one report a folder and example
+    return failures
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--list", action="store_true", help="list the examples and stop")
+    parser.add_argument("--keep", help="run in this (new) folder and keep it (default: a temp)")
+    parser.add_argument("--start", type=int, default=0, help="skip examples before this line")
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds an example")
+    arguments = parser.parse_args(argv)
+    found = examples()
+    if arguments.list:
+        for example in found:
+            what = f"not run: {example.not_run}" if example.not_run else "runs"
+            print(f"line {example.line:5d}  {example.language:6s}  {what}")
+        return 0
+    selected = [e for e in found if e.not_run is None and e.line >= arguments.start]
+    if arguments.keep:
+        work = pathlib.Path(arguments.keep)
+        work.mkdir(parents=True)
+        fresh_copy(work)
+        failures = run(selected, work, arguments.timeout)
+    else:
+        with tempfile.TemporaryDirectory() as folder:
+            fresh_copy(pathlib.Path(folder))
+            failures = run(selected, pathlib.Path(folder), arguments.timeout)
+    for failure in failures:
+        print(failure, file=sys.stderr)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
