@@ -32,6 +32,8 @@ PRESETS = {
     "elmo": ("tiny", "small", "medium", "original"),
 }
 DEFAULT_PRESETS = {"bert": "mini", "albert": "tiny", "xlnet": "tiny", "gpt": "tiny", "elmo": "tiny"}
+SENTENCE_PIECE_MODELS = ("albert", "xlnet")
+"""The models whose papers tokenize with SentencePiece (the others default to WordPiece)."""
 PAIR_MODELS = ("bert", "albert")
 MAX_HELD_OUT_BYTES = 2**30
 """The largest corpus (in files) `--held-out` splits in memory."""
@@ -40,6 +42,7 @@ WORD2VEC_FLAGS = ("--method", "--vector-size", "--window", "--min-count", "--neg
 NOT_FOR_WORD2VEC = (
     "--steps",
     "--held-out",
+    "--tokenizer",
     "--vocab",
     "--vocab-size",
     "--preset",
@@ -93,6 +96,7 @@ def _tokenizer_source(arguments):
         "vocab": os.path.abspath(arguments.vocab) if arguments.vocab else None,
         "vocab_size": None if arguments.vocab else arguments.vocab_size,
         "cased": arguments.cased,
+        "tokenizer": arguments.tokenizer,
     }
 
 
@@ -110,12 +114,14 @@ def _check_tokenizer_source(arguments):
             f"error: {path} is unreadable ({error}); delete {arguments.out} or use another --out"
         ) from None
     wanted = _tokenizer_source(arguments)
+    recorded.setdefault("tokenizer", "wordpiece")  # runs from before SentencePiece
     options = {
         "corpus": "--corpus",
         "format": "--format",
         "vocab": "--vocab",
         "vocab_size": "--vocab-size",
         "cased": "--cased",
+        "tokenizer": "--tokenizer",
     }
     differences = [
         f"{flag} {recorded.get(name)!r} then, {wanted[name]!r} now"
@@ -139,7 +145,7 @@ def _tokenizer(arguments, corpus, chief=True):
     workers share, the others would read it while the chief writes it); the other workers make
     the same tokenizer from the same options (learning a vocabulary is deterministic).
     """
-    from lmpipe.datasets import WordPieceTokenizer
+    from lmpipe.datasets import load_tokenizer
 
     if not chief:
         return _new_tokenizer(arguments, corpus)
@@ -148,7 +154,7 @@ def _tokenizer(arguments, corpus, chief=True):
     if os.path.exists(os.path.join(saved, "tokenizer.json")):
         if not os.path.exists(os.path.join(saved, TOKENIZER_SOURCE)):
             print(f"note: {saved} does not record what it was made from; using it as it is")
-        return WordPieceTokenizer.load(saved)
+        return load_tokenizer(saved)
     # The record first: a run killed before the tokenizer is saved makes it again from the
     # same options, never leaves a tokenizer without a record.
     os.makedirs(saved, exist_ok=True)
@@ -160,15 +166,29 @@ def _tokenizer(arguments, corpus, chief=True):
 
 
 def _new_tokenizer(arguments, corpus):
-    """The tokenizer of `--vocab`, or one learned from `corpus`."""
-    from lmpipe.datasets import WordPieceTokenizer
+    """The tokenizer of `--vocab`, or one of `--tokenizer`'s kind learned from `corpus`."""
+    from lmpipe.datasets import SentencePieceTokenizer, WordPieceTokenizer
 
+    lower_case = not arguments.cased
+    sentence_piece = arguments.tokenizer == "sentencepiece"
+    if arguments.vocab and sentence_piece:
+        return SentencePieceTokenizer.from_model_file(arguments.vocab, lower_case=lower_case)
     if arguments.vocab:
-        return WordPieceTokenizer.from_vocab_file(arguments.vocab, lower_case=not arguments.cased)
-    print(f"Learning a {arguments.vocab_size}-token WordPiece vocabulary from the corpus...")
-    tokenizer = WordPieceTokenizer.train(
-        corpus, vocab_size=arguments.vocab_size, lower_case=not arguments.cased
-    )
+        return WordPieceTokenizer.from_vocab_file(arguments.vocab, lower_case=lower_case)
+    if sentence_piece:
+        layout = "xlnet" if arguments.model == "xlnet" else "albert"
+        print(
+            f"Learning a {arguments.vocab_size}-piece SentencePiece model (unigram, {layout}'s "
+            "special tokens) from the corpus..."
+        )
+        tokenizer = SentencePieceTokenizer.train(
+            corpus, vocab_size=arguments.vocab_size, lower_case=lower_case, layout=layout
+        )
+    else:
+        print(f"Learning a {arguments.vocab_size}-token WordPiece vocabulary from the corpus...")
+        tokenizer = WordPieceTokenizer.train(
+            corpus, vocab_size=arguments.vocab_size, lower_case=lower_case
+        )
     if tokenizer.vocabulary_size < arguments.vocab_size:
         print(
             f"note: the vocabulary has {tokenizer.vocabulary_size:,} tokens, not "
@@ -183,12 +203,15 @@ def _check_pretrain_arguments(arguments, strategy):
     and epochs, the training options, the batch size against the replicas, and the pipeline's
     own options (sequence length against the preset's positions, ...), the latter by making
     the pipeline with a stand-in vocabulary of the special tokens."""
+    from lmpipe.datasets.sentence_piece_trainer import minimum_vocab_size
     from lmpipe.datasets.wordpiece import MIN_LEARNED_TOKENS, SPECIAL_TOKENS, WordPieceTokenizer
     from lmpipe.pipelines.distribution import per_replica_batch_size
     from lmpipe.pipelines.training import check_training_values
 
     _check_steps(arguments.steps, arguments.epochs)
     minimum = len(SPECIAL_TOKENS) + MIN_LEARNED_TOKENS
+    if arguments.tokenizer == "sentencepiece":
+        minimum = minimum_vocab_size("xlnet" if arguments.model == "xlnet" else "albert")
     if arguments.vocab is None and arguments.vocab_size < minimum:
         raise SystemExit(
             f"error: --vocab-size must be at least {minimum}, got {arguments.vocab_size}"
@@ -1425,11 +1448,28 @@ def build_parser():
         default=None,
         help="longest corpus line accepted, in bytes (default 10 MiB)",
     )
-    pretrain.add_argument("--vocab", default=None, help="a BERT vocab.txt instead of learning one")
     pretrain.add_argument(
-        "--vocab-size", type=int, default=8000, help="WordPiece vocabulary to learn"
+        "--tokenizer",
+        choices=("wordpiece", "sentencepiece"),
+        default=None,
+        help="the tokenizer to learn or read (default: sentencepiece for albert and xlnet, as "
+        "in their papers; wordpiece for the others)",
     )
-    pretrain.add_argument("--cased", action="store_true", help="keep case and accents")
+    pretrain.add_argument(
+        "--vocab",
+        default=None,
+        help="a vocabulary instead of learning one: a BERT vocab.txt (WordPiece) or a "
+        "SentencePiece .model (ALBERT's or XLNet's spiece.model)",
+    )
+    pretrain.add_argument(
+        "--vocab-size",
+        type=int,
+        default=8000,
+        help="the vocabulary to learn, in tokens",
+    )
+    pretrain.add_argument(
+        "--cased", action="store_true", help="keep case (and accents, with WordPiece)"
+    )
     pretrain.add_argument(
         "--preset",
         default=None,
@@ -1871,6 +1911,16 @@ def _resolve_pretrain_flags(arguments, argv):
             setattr(arguments, name, value)
     if arguments.preset is None:
         arguments.preset = DEFAULT_PRESETS[model]
+    kind = "sentencepiece" if model in SENTENCE_PIECE_MODELS else "wordpiece"
+    if arguments.vocab:  # the file says which
+        kind = "sentencepiece" if arguments.vocab.endswith(".model") else "wordpiece"
+        if arguments.tokenizer not in (None, kind):
+            raise SystemExit(
+                f"error: --vocab {arguments.vocab} is a {kind} vocabulary (a .model file is "
+                f"SentencePiece, any other a WordPiece vocab.txt), not --tokenizer "
+                f"{arguments.tokenizer}"
+            )
+    arguments.tokenizer = arguments.tokenizer or kind
     if arguments.preset not in PRESETS[model]:
         raise SystemExit(f"error: --preset must be one of {', '.join(PRESETS[model])}")
     if model == "xlnet" and arguments.objective is not None:

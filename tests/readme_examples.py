@@ -9,7 +9,8 @@ just before it: `<!-- not run: needs your own CoNLL files -->`. Every other bloc
 README's order, in a copy of the repository's files (without `runs/`, `serving/`, `data/`), as a
 reader who has done the set-up would run it: a bash block as a script (`set -e`; in a block of
 `$ ` prompts, only the prompted commands), a python block as a script of its own. The set-up's
-`pip install ... &&` is left out (the runner runs where lmpipe is installed).
+`pip install ... &&` is left out: the copy's `lmpipe` is put first on PYTHONPATH instead, as
+`pip install -e .` there would (its dependencies must be installed).
 
 After each example the runner records the files it created under the copy; an example that
 creates files inside an output folder (two levels: `runs/bert`, `serving/bert`) that another
@@ -138,6 +139,9 @@ def output_folder(path):
 
 def run(selected, work, timeout, log=print):
     """Runs the examples in `work` in order; returns the failures as text (empty: all ran)."""
+    # The copy's lmpipe, as `pip install -e .` there would give it.
+    paths = [str(work), *filter(None, [os.environ.get("PYTHONPATH")])]
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     owners = {}  # output folder -> line of the example that created it
     failures = []
     for example in selected:
@@ -151,7 +155,7 @@ def run(selected, work, timeout, log=print):
         started = time.monotonic()
         try:
             result = subprocess.run(
-                command, cwd=work, capture_output=True, text=True, timeout=timeout
+                command, cwd=work, env=environment, capture_output=True, text=True, timeout=timeout
             )
             code, output = result.returncode, result.stdout + result.stderr
         except subprocess.TimeoutExpired as error:

@@ -4,6 +4,7 @@ word2vec, translation, predict, evaluate, export, help, errors and signals."""
 import importlib.resources
 import json
 import os
+import pathlib
 import re
 import subprocess
 import sys
@@ -147,6 +148,56 @@ def test_only_the_chief_reads_and_writes_the_kept_tokenizer(tmp_path):
     chief = _tokenizer(arguments, corpus=None, chief=True)
     assert (out / "tokenizer" / "source.json").exists()
     assert chief.vocabulary_size == worker.vocabulary_size
+
+
+def test_albert_and_xlnet_learn_sentence_piece_models_and_a_vocab_file_says_which(tmp_path):
+    from lmpipe.cli import (
+        _check_pretrain_arguments,
+        _resolve_pretrain_flags,
+        _tokenizer,
+        build_parser,
+    )
+    from lmpipe.datasets import SentencePieceTokenizer, TextCorpus, WordPieceTokenizer
+
+    spiece = pathlib.Path(__file__).parent / "datasets/fixtures/sentence_piece_xlnet.model"
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(VOCABULARY) + "\n")
+
+    def resolved(*options):
+        argv = ["pretrain", *options, "--out", str(tmp_path / "run")]
+        arguments = build_parser().parse_args(argv)
+        _resolve_pretrain_flags(arguments, argv)
+        return arguments
+
+    kinds = {model: resolved(model).tokenizer for model in ("bert", "albert", "xlnet", "gpt")}
+    assert kinds == {
+        "bert": "wordpiece",
+        "albert": "sentencepiece",
+        "xlnet": "sentencepiece",
+        "gpt": "wordpiece",
+    }
+    assert resolved("albert", "--tokenizer", "wordpiece").tokenizer == "wordpiece"
+    assert resolved("albert", "--vocab", str(vocab)).tokenizer == "wordpiece"
+    assert resolved("bert", "--vocab", str(spiece)).tokenizer == "sentencepiece"
+    with pytest.raises(SystemExit, match="is a wordpiece vocabulary .* not --tokenizer sent"):
+        resolved("bert", "--vocab", str(vocab), "--tokenizer", "sentencepiece")
+    with pytest.raises(SystemExit, match="--tokenizer is not for word2vec"):
+        resolved("word2vec", "--tokenizer", "wordpiece")
+    with pytest.raises(SystemExit, match="--vocab-size must be at least 109"):
+        _check_pretrain_arguments(resolved("xlnet", "--vocab-size", "105"), strategy=None)
+
+    hamlet = TextCorpus.shakespeare(plays=["hamlet"])
+    for model, first in (("albert", "<pad>"), ("xlnet", "<unk>")):
+        arguments = resolved(model, "--vocab-size", "500")
+        arguments.out = str(tmp_path / model)
+        learned = _tokenizer(arguments, hamlet, chief=True)
+        assert type(learned) is SentencePieceTokenizer and learned.vocabulary[0] == first
+        kept = _tokenizer(arguments, corpus=None, chief=True)  # read back from OUT/tokenizer
+        assert type(kept) is SentencePieceTokenizer and kept.model == learned.model
+    given = resolved("bert", "--vocab", str(spiece))
+    assert type(_tokenizer(given, corpus=None, chief=False)) is SentencePieceTokenizer
+    given = resolved("albert", "--vocab", str(vocab))
+    assert type(_tokenizer(given, corpus=None, chief=False)) is WordPieceTokenizer
 
 
 def test_another_tokenizer_source_in_the_same_out_is_refused(tmp_path, monkeypatch):

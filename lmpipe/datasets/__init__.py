@@ -9,6 +9,7 @@ from lmpipe.datasets.masking import MaskedLMMasker
 from lmpipe.datasets.parallel_text import ParallelCorpus
 from lmpipe.datasets.permutation import PermutationLM
 from lmpipe.datasets.sentence_pairs import pair_spans
+from lmpipe.datasets.sentence_piece import SentencePieceTokenizer
 from lmpipe.datasets.sentences import split_sentences
 from lmpipe.datasets.seq2seq_examples import seq2seq_examples
 from lmpipe.datasets.shakespeare_names import TaggedSplits, shakespeare_names
@@ -19,6 +20,7 @@ from lmpipe.datasets.speaker_questions import shakespeare_speakers
 from lmpipe.datasets.squad import SpanExamples, read_squad, span_examples
 from lmpipe.datasets.tagged_files import TaggedSentences, read_tagged
 from lmpipe.datasets.tokenized_corpus import TokenizedCorpus, write_tokenized_corpus
+from lmpipe.datasets.tokenizer import Tokenizer, load_tokenizer
 from lmpipe.datasets.word2vec_examples import word2vec_examples
 from lmpipe.datasets.word2vec_vocabulary import Word2VecVocabulary, split_words
 from lmpipe.datasets.word_pieces import pack_words, split_text_words
@@ -34,14 +36,17 @@ __all__ = [
     "PermutationLM",
     "TaggedSentences",
     "TaggedSplits",
+    "SentencePieceTokenizer",
     "SpanExamples",
     "TextCorpus",
     "TokenizedCorpus",
+    "Tokenizer",
     "WordPieceTokenizer",
     "Word2VecVocabulary",
     "bert_examples",
     "by_epoch",
     "causal_lm_examples",
+    "load_tokenizer",
     "pack_words",
     "pair_spans",
     "read_labelled",

@@ -32,15 +32,15 @@ import os
 import pathlib
 import re
 
-import numpy as np
 import tensorflow as tf
 import tensorflow_text as text
+
+from lmpipe.datasets.tokenizer import CONFIG_FILE, Tokenizer, read_config
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 """The special tokens every lmpipe WordPiece vocabulary has; training puts them first."""
 
 VOCABULARY_FILE = "vocab.txt"
-CONFIG_FILE = "tokenizer.json"
 # A Hugging Face checkpoint folder's tokenizer settings (`do_lower_case`).
 HF_TOKENIZER_CONFIG = "tokenizer_config.json"
 FORMAT_VERSION = 1
@@ -92,7 +92,7 @@ def has_words(texts):
     return tf.strings.regex_full_match(texts, r"(?s).*[\p{L}\p{M}\p{N}\p{P}\p{S}].*")
 
 
-class WordPieceTokenizer(tf.Module):
+class WordPieceTokenizer(Tokenizer):
     """BERT's WordPiece tokenizer: text to int32 ids in the TensorFlow graph, and back.
 
     The vocabulary is a list of tokens whose position is the id; pieces that continue a word
@@ -124,8 +124,9 @@ class WordPieceTokenizer(tf.Module):
     Song et al., "Fast WordPiece Tokenization", 2021 (the tokenizer op).
     """
 
+    FORMAT = "lmpipe.WordPieceTokenizer"
+
     def __init__(self, vocabulary, lower_case=True, name=None):
-        super().__init__(name=name)
         if not isinstance(lower_case, bool):
             raise ValueError(f"`lower_case` must be True or False, got lower_case={lower_case!r}.")
         if isinstance(vocabulary, (str, bytes)):
@@ -134,9 +135,16 @@ class WordPieceTokenizer(tf.Module):
                 f"WordPieceTokenizer.from_vocab_file({vocabulary!r})."
             )
         tokens = list(vocabulary)
-        ids = _check_vocabulary(tokens, lambda i: f"`vocabulary[{i}]`", "`vocabulary`")
-        # Python-side state lives in a plain object, which tf.Module does not track.
-        self._vocab = _Vocabulary(tokens, ids, lower_case)
+        _check_vocabulary(tokens, lambda i: f"`vocabulary[{i}]`", "`vocabulary`")
+        continuation = [t.startswith(_SUFFIX) and len(t) > len(_SUFFIX) for t in tokens]
+        super().__init__(
+            tokens,
+            special=dict(zip(("pad", "unk", "cls", "sep", "mask"), SPECIAL_TOKENS, strict=True)),
+            special_ids=[i for i, t in enumerate(tokens) if _SPECIAL_TOKEN_PATTERN.fullmatch(t)],
+            continuation_mask=continuation,
+            lower_case=lower_case,
+            name=name,
+        )
         try:
             self._tokenizer = text.FastWordpieceTokenizer(
                 tokens,
@@ -151,15 +159,10 @@ class WordPieceTokenizer(tf.Module):
                 "`vocabulary` has no piece that words can be split into (a word, a "
                 f"punctuation character or a '##' piece): {error}"
             ) from None
-        self._continuation = tf.constant(self._vocab.continuation_mask)
-        special = np.zeros(len(tokens), bool)
-        special[list(self._vocab.special_ids)] = True
-        self._special = tf.constant(special)
-        self._padding = tf.constant(np.arange(len(tokens)) == ids["[PAD]"])
         self._detokenized_pieces = tf.constant(
             [
                 token[len(_SUFFIX) :] if cont else " " + token
-                for token, cont in zip(tokens, self._vocab.continuation_mask, strict=True)
+                for token, cont in zip(tokens, continuation, strict=True)
             ]
         )
 
@@ -217,17 +220,8 @@ class WordPieceTokenizer(tf.Module):
         """Read a tokenizer written by `save`: `vocab.txt` and `tokenizer.json` in `directory`."""
         directory = os.fspath(directory)
         config_path = os.path.join(directory, CONFIG_FILE)
-        if not os.path.isfile(config_path):
-            raise ValueError(
-                f"No tokenizer in {directory!r}: {CONFIG_FILE} is missing (write one with "
-                "WordPieceTokenizer.save)."
-            )
-        try:
-            with open(config_path, encoding="utf-8") as file:
-                config = json.load(file)
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise ValueError(f"Cannot read the tokenizer config {config_path}: {error}") from error
-        if not isinstance(config, dict) or config.get("format") != "lmpipe.WordPieceTokenizer":
+        config = read_config(directory, " (write one with WordPieceTokenizer.save)")
+        if config.get("format") != cls.FORMAT:
             raise ValueError(f"{config_path} is not a WordPieceTokenizer config.")
         version = config.get("format_version")
         if version != FORMAT_VERSION:
@@ -246,13 +240,13 @@ class WordPieceTokenizer(tf.Module):
         directory = pathlib.Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         with open(directory / VOCABULARY_FILE, "w", encoding="utf-8", newline="\n") as file:
-            file.writelines(token + "\n" for token in self._vocab.tokens)
+            file.writelines(token + "\n" for token in self._tokens)
         config = {
-            "format": "lmpipe.WordPieceTokenizer",
+            "format": self.FORMAT,
             "format_version": FORMAT_VERSION,
-            "lower_case": self._vocab.lower_case,
+            "lower_case": self.lower_case,
             "vocabulary_file": VOCABULARY_FILE,
-            "vocabulary_size": len(self._vocab.tokens),
+            "vocabulary_size": self.vocabulary_size,
             "max_chars_per_word": MAX_CHARS_PER_WORD,
         }
         with open(directory / CONFIG_FILE, "w", encoding="utf-8") as file:
@@ -322,165 +316,20 @@ class WordPieceTokenizer(tf.Module):
         )
         return cls(vocabulary, lower_case=lower_case)
 
-    # ------------------------------------------------------------------ vocabulary
+    # ------------------------------------------------------------------ implementation
 
-    @property
-    def vocabulary(self):
-        """The tokens in id order (a new list)."""
-        return list(self._vocab.tokens)
-
-    @property
-    def vocabulary_size(self):
-        """Number of tokens; ids are in `[0, vocabulary_size)`."""
-        return len(self._vocab.tokens)
-
-    @property
-    def lower_case(self):
-        """Whether text is lower-cased and stripped of accents (uncased BERT)."""
-        return self._vocab.lower_case
-
-    def token_id(self, token):
-        """The id of `token`; KeyError naming it if it is not in the vocabulary."""
-        try:
-            return self._vocab.ids[token]
-        except KeyError:
-            raise KeyError(f"Token {token!r} is not in the vocabulary.") from None
-
-    def id_to_token(self, token_id):
-        """The token of `token_id`; IndexError if it is outside `[0, vocabulary_size)`."""
-        if isinstance(token_id, (bool, np.bool_)) or not isinstance(token_id, (int, np.integer)):
-            raise TypeError(f"`token_id` must be an integer, got {token_id!r}.")
-        if not 0 <= token_id < len(self._vocab.tokens):
-            raise IndexError(
-                f"Token id {token_id} is outside [0, vocabulary_size={self.vocabulary_size})."
-            )
-        return self._vocab.tokens[token_id]
-
-    @property
-    def pad_id(self):
-        """Id of `[PAD]`."""
-        return self._vocab.ids["[PAD]"]
-
-    @property
-    def unk_id(self):
-        """Id of `[UNK]`."""
-        return self._vocab.ids["[UNK]"]
-
-    @property
-    def cls_id(self):
-        """Id of `[CLS]`."""
-        return self._vocab.ids["[CLS]"]
-
-    @property
-    def sep_id(self):
-        """Id of `[SEP]`."""
-        return self._vocab.ids["[SEP]"]
-
-    @property
-    def mask_id(self):
-        """Id of `[MASK]`."""
-        return self._vocab.ids["[MASK]"]
-
-    @property
-    def special_token_ids(self):
-        """Sorted ids of every bracketed token, `[PAD]`, `[UNK]`, ..., `[unused0]`, ...
-
-        These are never produced from text except `[UNK]` (brackets split words) and are the
-        ids a masked-LM pipeline never predicts nor draws as random replacements.
-        """
-        return list(self._vocab.special_ids)
-
-    @property
-    def continuation_mask(self):
-        """Bool numpy vector `[vocabulary_size]`: True for pieces that continue a word ("##s").
-
-        A piece whose id is False here starts a word, so whole-word masking can find words
-        from ids alone.
-        """
-        return self._vocab.continuation_mask.copy()
-
-    # ------------------------------------------------------------------ graph ops
-
-    def tokenize(self, texts):
-        """Token ids of `texts`, in graph ops.
-
-        Args:
-            texts: strings: a scalar, a 1-D tensor or list `[N]`, any dense shape, or a
-                `tf.RaggedTensor` (e.g. documents of sentences `[D, (sentences)]`).
-
-        Returns:
-            int32 ids with one more, ragged, dimension: `[N, (pieces)]` for `[N]` texts
-            (`tf.RaggedTensor`), a dense `[pieces]` vector for a scalar.
-        """
-        texts = _as_strings(texts)
-        if isinstance(texts, tf.RaggedTensor):
-            return texts.with_flat_values(self.tokenize(texts.flat_values))
-        rank = texts.shape.rank
-        if rank == 0:
-            return self._tokenize_batch(tf.reshape(texts, [1]))[0]
-        if rank == 1:
-            return self._tokenize_batch(texts)
-        ids = self._tokenize_batch(tf.reshape(texts, [-1]))
-        shape = tf.shape(texts, out_type=tf.int64)
-        for axis in range(rank - 1, 0, -1):
-            ids = tf.RaggedTensor.from_uniform_row_length(ids, shape[axis])
-        return ids
-
-    def tokenize_words(self, texts):
-        """Token ids grouped by word: int32 `[N, (words), (pieces)]` for `[N]` texts.
-
-        A word is a piece that is not a continuation piece plus the "##" pieces after it
-        (`[UNK]` replaces a whole word, punctuation and CJK characters are words of their own).
-        Takes the same inputs as `tokenize`; a scalar gives `[(words), (pieces)]`.
-        """
-        texts = _as_strings(texts)
-        if isinstance(texts, tf.RaggedTensor):
-            return texts.with_flat_values(self.tokenize_words(texts.flat_values))
-        if texts.shape.rank == 0:
-            return self.tokenize_words(tf.reshape(texts, [1]))[0]
-        if texts.shape.rank > 1:
-            words = self.tokenize_words(tf.reshape(texts, [-1]))
-            shape = tf.shape(texts, out_type=tf.int64)
-            for axis in range(texts.shape.rank - 1, 0, -1):
-                words = tf.RaggedTensor.from_uniform_row_length(words, shape[axis])
-            return words
-        return self._group_words(self._tokenize_batch(texts))
-
-    def detokenize(self, ids, skip_special_tokens=False):
-        """Text of token ids, in graph ops: words joined by single spaces, "##" pieces glued.
-
-        The result is the normalized text (lower-cased and without accents for an uncased
-        vocabulary) with a space between words and around punctuation: `tokenize` then
-        `detokenize` gives "hello , world !" for "Hello, World!".
-
-        Args:
-            ids: int ids, `[N, (pieces)]` ragged or `[N, S]` dense (padded), or a 1-D vector.
-                `[PAD]` ids are always left out.
-            skip_special_tokens: also leave out every other id of `special_token_ids`
-                (`[CLS]`, `[SEP]`, `[MASK]`, `[UNK]`, ...).
-
-        Returns:
-            A string tensor with one dimension less than `ids` (a scalar for a vector).
-        """
-        if not isinstance(ids, tf.RaggedTensor):
-            ids = tf.convert_to_tensor(ids)
-        if not ids.dtype.is_integer:
-            raise ValueError(f"`ids` must be integer token ids, got dtype {ids.dtype.name}.")
-        if ids.shape.rank is not None and ids.shape.rank < 1:
-            raise ValueError("`ids` must have at least one dimension (the pieces of a text).")
-        ids = tf.cast(ids, tf.int32)
-        dropped = self._special if skip_special_tokens else self._padding
-        ids = tf.ragged.boolean_mask(ids, tf.logical_not(tf.gather(dropped, ids)))
+    def _join(self, ids):
+        """Words joined by single spaces, "##" pieces glued to the piece before: the normalized
+        text (lower-cased and without accents for an uncased vocabulary) with a space between
+        words and around punctuation: "hello , world !" for "Hello, World!"."""
         pieces = tf.gather(self._detokenized_pieces, ids)
         joined = tf.strings.reduce_join(pieces, axis=-1)
         # Every word starts with a space; drop the one before the first word.
         return tf.strings.regex_replace(joined, "^ ", "")
 
-    # ------------------------------------------------------------------ implementation
-
     def _tokenize_batch(self, texts):
         """`[N]` strings to int32 `[N, (pieces)]`."""
-        normalized = _normalize(texts, self._vocab.lower_case)
+        normalized = _normalize(texts, self.lower_case)
 
         def has_long_run():
             return tf.reduce_any(tf.strings.regex_full_match(normalized, _LONG_RUN))
@@ -520,46 +369,10 @@ class WordPieceTokenizer(tf.Module):
             nrows=ids.nrows(),
         )
 
-    def _word_starts(self, ids):
-        """Bool `[P_total]`: the pieces of ragged `[N, (P)]` ids that start a word."""
-        flat_ids = ids.flat_values
-        first_in_row = tf.range(tf.shape(flat_ids, out_type=tf.int64)[0]) == tf.gather(
-            ids.row_splits, ids.value_rowids()
-        )
-        return tf.logical_or(first_in_row, tf.logical_not(tf.gather(self._continuation, flat_ids)))
-
-    def _group_words(self, ids):
-        """Ragged `[N, (P)]` ids to `[N, (words), (pieces)]`."""
-        is_start = self._word_starts(ids)
-        word_of_piece = tf.cumsum(tf.cast(is_start, tf.int64)) - 1
-        num_words = tf.reduce_sum(tf.cast(is_start, tf.int64))
-        words = tf.RaggedTensor.from_value_rowids(
-            ids.flat_values, word_of_piece, nrows=num_words
-        )  # [W_total, (pieces)]
-        words_per_row = tf.math.unsorted_segment_sum(
-            tf.cast(is_start, tf.int64), ids.value_rowids(), ids.nrows()
-        )
-        return tf.RaggedTensor.from_row_lengths(words, words_per_row)
-
     def __repr__(self):
         return (
             f"WordPieceTokenizer(vocabulary_size={self.vocabulary_size}, "
             f"lower_case={self.lower_case})"
-        )
-
-
-class _Vocabulary:
-    """The Python-side facts about a vocabulary, computed once."""
-
-    def __init__(self, tokens, ids, lower_case):
-        self.tokens = tuple(tokens)
-        self.ids = ids
-        self.lower_case = lower_case
-        self.continuation_mask = np.array(
-            [t.startswith(_SUFFIX) and len(t) > len(_SUFFIX) for t in tokens], dtype=bool
-        )
-        self.special_ids = tuple(
-            sorted(i for i, t in enumerate(tokens) if _SPECIAL_TOKEN_PATTERN.fullmatch(t))
         )
 
 
@@ -624,19 +437,3 @@ def _check_vocabulary(tokens, where, what):
             f"{' ...' if len(tokens) > 8 else ''}): it needs word pieces to tokenize text."
         )
     return ids
-
-
-def _as_strings(texts):
-    if isinstance(texts, tf.RaggedTensor):
-        if texts.dtype != tf.string:
-            raise ValueError(f"`texts` must be strings, got dtype {texts.dtype.name}.")
-        return texts
-    try:
-        texts = tf.convert_to_tensor(texts, dtype_hint=tf.string)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"`texts` must be strings: {error}") from error
-    if texts.dtype != tf.string:
-        raise ValueError(f"`texts` must be strings, got dtype {texts.dtype.name}.")
-    if texts.shape.rank is None:
-        raise ValueError("`texts` must have a known rank.")
-    return texts

@@ -91,7 +91,7 @@ def learn_vocabulary(
     return vocabulary
 
 
-def _sentences(corpus):
+def corpus_texts(corpus):
     """The texts of `corpus` as a tf.data.Dataset of scalar strings or a Python iterable."""
     if isinstance(corpus, (str, bytes)):
         raise ValueError(
@@ -140,7 +140,7 @@ def _count_words(corpus, lower_case, batch_size):
         for word, count in zip(unique.numpy().tolist(), batch_counts.numpy().tolist(), strict=True):
             counts[word] += count
 
-    sentences = _sentences(corpus)
+    sentences = corpus_texts(corpus)
     if isinstance(sentences, tf.data.Dataset):
         for batch in sentences.batch(batch_size):
             add(batch)

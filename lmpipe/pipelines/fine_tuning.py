@@ -33,8 +33,18 @@ class FineTuningPipeline(EncoderPipeline):
 
     default_epochs = 3
     data_name = "the examples"
+    # Whether the task splits text into words by WordPiece's rules (each word tokenized alone):
+    # with a SentencePiece model that gives other pieces than the text's own ("▁," for ","),
+    # so such a task takes a WordPiece tokenizer only.
+    wordpiece_words = False
 
     def __init__(self, tokenizer, encoder, **options):
+        if self.wordpiece_words and not isinstance(tokenizer, WordPieceTokenizer):
+            raise ValueError(
+                f"{type(self).__name__} splits text into words as WordPiece does and needs a "
+                f"WordPieceTokenizer, got {type(tokenizer).__name__} (word-level tasks with "
+                "SentencePiece models are not supported yet)."
+            )
         if not isinstance(encoder, keras.Model):
             raise ValueError(
                 f"`encoder` must be a keras.Model (e.g. BertPretraining.encoder), got "

@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from lmpipe.arguments import check_choice, check_number, check_seed, check_texts
 from lmpipe.datasets.packing import pack_texts
-from lmpipe.datasets.wordpiece import WordPieceTokenizer
+from lmpipe.datasets.tokenizer import Tokenizer
 from lmpipe.models.configs import config_from_dict, config_to_dict
 from lmpipe.models.samplers import traced_function
 from lmpipe.pipelines import saved_pipeline
@@ -406,9 +406,10 @@ class TokenizerPipeline(Pipeline):
 
     def __init__(self, tokenizer, config=None, **options):
         super().__init__(None, **options)
-        if not isinstance(tokenizer, WordPieceTokenizer):
+        if not isinstance(tokenizer, Tokenizer):
             raise ValueError(
-                f"`tokenizer` must be a WordPieceTokenizer, got {type(tokenizer).__name__}."
+                "`tokenizer` must be a WordPieceTokenizer or SentencePieceTokenizer, got "
+                f"{type(tokenizer).__name__}."
             )
         self.tokenizer = tokenizer
         config = self.default_config() if config is None else config

@@ -13,7 +13,7 @@ import os
 import keras
 import tensorflow as tf
 
-from lmpipe.datasets.wordpiece import WordPieceTokenizer
+from lmpipe.datasets.tokenizer import load_tokenizer
 from lmpipe.serving import directory_swap
 
 PIPELINE_FILE = "pipeline.json"
@@ -88,8 +88,8 @@ class SavedPipeline:
         return os.path.join(self.directory, name)
 
     def tokenizer(self, name="tokenizer"):
-        """The `WordPieceTokenizer` saved under `name`."""
-        return WordPieceTokenizer.load(self.file(name))
+        """The tokenizer saved under `name` (WordPiece or SentencePiece)."""
+        return load_tokenizer(self.file(name))
 
     def keras_model(self):
         """The trained Keras model (its classes must be registered, i.e. imported)."""

@@ -135,6 +135,8 @@ class SpanAnswerer(FineTuningPipeline):
     default_epochs = 2
     data_name = "the questions"
 
+    wordpiece_words = True
+
     def __init__(self, tokenizer, encoder, **options):
         super().__init__(tokenizer, encoder, **options)
         self._lengths = piece_lengths(tokenizer)

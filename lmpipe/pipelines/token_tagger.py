@@ -122,6 +122,8 @@ class TokenTagger(FineTuningPipeline):
     default_epochs = 3
     data_name = "the sentences"
 
+    wordpiece_words = True
+
     def __init__(self, tokenizer, encoder, tags=None, **options):
         super().__init__(tokenizer, encoder, tags=tags, **options)
         self._tag_ids = {name: index for index, name in enumerate(self.options.tags)}

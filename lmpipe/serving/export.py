@@ -192,7 +192,8 @@ class ServingModule(tf.Module):
         for name in ("tokenize", "save", "cls_id", "sep_id", "pad_id", "vocabulary_size"):
             if not hasattr(tokenizer, name):
                 raise ValueError(
-                    f"`tokenizer` must be a WordPieceTokenizer, got {type(tokenizer).__name__}."
+                    "`tokenizer` must be a WordPieceTokenizer or SentencePieceTokenizer, got "
+                    f"{type(tokenizer).__name__}."
                 )
         if layout not in LAYOUTS:
             raise ValueError(f"`layout` must be one of {LAYOUTS}, got layout={layout!r}.")
@@ -264,8 +265,11 @@ class ServingModule(tf.Module):
     def attach_tokenizer_assets(self, directory):
         """Write the tokenizer's files to `directory` and track them as SavedModel assets."""
         self.tokenizer.save(directory)
-        self.vocabulary_file = tf.saved_model.Asset(os.path.join(directory, "vocab.txt"))
-        self.tokenizer_config_file = tf.saved_model.Asset(os.path.join(directory, "tokenizer.json"))
+        # vocab.txt (WordPiece) or spiece.model (SentencePiece), and tokenizer.json.
+        self.tokenizer_files = [
+            tf.saved_model.Asset(os.path.join(directory, name))
+            for name in sorted(os.listdir(directory))
+        ]
 
     def example_requests(self, texts):
         """`{signature name: inputs}` of one request per signature for a batch of `texts`."""

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from lmpipe.datasets import TextCorpus
+from lmpipe.datasets import SentencePieceTokenizer, TextCorpus
 from lmpipe.datasets.tokenized_corpus import write_tokenized_corpus
 from lmpipe.pipelines import AlbertPretraining, BertPretraining
 
@@ -384,7 +384,12 @@ def word_starts(rows, specials, continuation):
     return maskable, maskable & (~continuation[rows] | after_special)
 
 
-def test_albert_masks_ngrams_of_complete_words_on_real_text(comedies, bert_tokenizer):
+@pytest.mark.parametrize("kind", ["wordpiece", "sentencepiece"])
+def test_albert_masks_ngrams_of_complete_words_on_real_text(comedies, bert_tokenizer, kind):
+    # With SentencePiece (ALBERT's own) a word is a piece starting with "▁" and the pieces
+    # after it; with WordPiece a piece without "##" and the "##" pieces after it.
+    if kind == "sentencepiece":
+        bert_tokenizer = SentencePieceTokenizer.train(comedies, vocab_size=8000)
     seq_len = 128
     pipe = AlbertPretraining(bert_tokenizer, seq_len=seq_len, seed=7)
     rows, selected = [], []

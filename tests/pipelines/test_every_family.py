@@ -1,5 +1,8 @@
 """One scenario, every family: the `Pipeline` surface is the same for all of them.
 
+ALBERT and XLNet run with SentencePiece models (the layouts of their papers), the others with
+WordPiece: the scenario holds for either tokenizer.
+
 Build, `dataset`, `fit` two steps, `evaluate` (a dict of floats), `save`, load back with the
 one `lmpipe.pipelines.load` (same options, same evaluation), `export`, and serve the export
 from a fresh process that has only TensorFlow and tensorflow-text.
@@ -20,6 +23,7 @@ from lmpipe import pipelines
 from lmpipe.cli import main
 from lmpipe.datasets.corpus import TextCorpus
 from lmpipe.datasets.parallel_text import ParallelCorpus
+from lmpipe.datasets.sentence_piece import SentencePieceTokenizer
 from lmpipe.datasets.seq2seq_examples import TARGET_TOKENS
 from lmpipe.datasets.wordpiece import WordPieceTokenizer
 from lmpipe.models import (
@@ -68,6 +72,15 @@ def tokenizer(corpus):
 
 
 @pytest.fixture(scope="module")
+def sentence_pieces(corpus):
+    """`{"albert": ..., "xlnet": ...}`: SentencePiece models in each paper's layout."""
+    return {
+        layout: SentencePieceTokenizer.train(corpus, vocab_size=300, layout=layout)
+        for layout in ("albert", "xlnet")
+    }
+
+
+@pytest.fixture(scope="module")
 def translation_tokenizer():
     pairs = ParallelCorpus.from_tsv(str(FIXTURES / "ruth_jonah.tsv"))[:200]
     return WordPieceTokenizer.train(
@@ -88,9 +101,10 @@ def encoder_config(tokenizer):
     )
 
 
-def families(corpus, tokenizer, translation_tokenizer):
+def families(corpus, tokenizer, translation_tokenizer, sentence_pieces):
     """`{name: (make the pipeline, its training data, fit's arguments)}`."""
     vocabulary = tokenizer.vocabulary_size
+    albert_pieces, xlnet_pieces = sentence_pieces["albert"], sentence_pieces["xlnet"]
     texts = [" ".join(document[:2]) for document in corpus.iter_documents()]
     examples = (texts, [index % 2 for index in range(len(texts))])
     # Extractive questions: the first word of each text.
@@ -111,9 +125,9 @@ def families(corpus, tokenizer, translation_tokenizer):
         ),
         "albert": (
             lambda: pipelines.AlbertPretraining(
-                tokenizer,
+                albert_pieces,
                 AlbertConfig.tiny(
-                    vocabulary_size=vocabulary,
+                    vocabulary_size=albert_pieces.vocabulary_size,
                     embedding_dim=8,
                     hidden_dim=16,
                     num_heads=2,
@@ -128,9 +142,12 @@ def families(corpus, tokenizer, translation_tokenizer):
         ),
         "xlnet": (
             lambda: pipelines.XLNetPretraining(
-                tokenizer,
+                xlnet_pieces,
                 XLNetConfig.tiny(
-                    vocabulary_size=vocabulary, hidden_dim=16, num_heads=2, intermediate_dim=32
+                    vocabulary_size=xlnet_pieces.vocabulary_size,
+                    hidden_dim=16,
+                    num_heads=2,
+                    intermediate_dim=32,
                 ),
                 seq_len=SEQ_LEN,
                 seed=1,
@@ -227,9 +244,10 @@ PREDICT = {
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_family_goes_through_the_same_scenario(
-    family, corpus, tokenizer, translation_tokenizer, tmp_path, capsys
+    family, corpus, tokenizer, translation_tokenizer, sentence_pieces, tmp_path, capsys
 ):
-    make, data, fit_arguments = families(corpus, tokenizer, translation_tokenizer)[family]
+    families_ = families(corpus, tokenizer, translation_tokenizer, sentence_pieces)
+    make, data, fit_arguments = families_[family]
     pipe = make()
     assert isinstance(pipe, pipelines.Pipeline) and pipe.model is None
     assert isinstance(pipe.options, pipelines.PipelineOptions) and pipe.options.seed == 1

@@ -1,0 +1,265 @@
+"""What every lmpipe tokenizer gives the pipelines: ids of text in the graph, and back.
+
+`Tokenizer` is the base of `WordPieceTokenizer` (BERT) and `SentencePieceTokenizer` (ALBERT,
+XLNet). A subclass tokenizes a batch of strings (`_tokenize_batch`) and joins pieces back into
+text (`_join`); the base gives the rest the same for both: shapes in and out, the five special
+tokens' ids, words grouped from pieces (a piece that does not continue a word starts one),
+special tokens dropped in `detokenize`, and `load_tokenizer` for a folder either wrote.
+"""
+
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+
+CONFIG_FILE = "tokenizer.json"
+"""Every saved tokenizer's settings; its "format" names the class."""
+
+
+class Tokenizer(tf.Module):
+    """Text to int32 ids in the TensorFlow graph, and back: the interface of every lmpipe
+    tokenizer.
+
+    Args:
+        tokens: the pieces, in id order.
+        special: `{role: token}` for the roles "pad", "unk", "cls", "sep", "mask".
+        special_ids: every id never produced from text but `unk`'s (the five roles'
+            and any other control token), which masked LM never predicts nor draws.
+        continuation_mask: bool `[len(tokens)]`, True for a piece that continues a word.
+        lower_case: whether text is lower-cased before it is split.
+        name: name of the `tf.Module`.
+    """
+
+    def __init__(self, tokens, special, special_ids, continuation_mask, lower_case, name=None):
+        super().__init__(name=name)
+        self._tokens = tuple(tokens)
+        self._ids = {token: i for i, token in enumerate(self._tokens)}
+        self._special = dict(special)
+        self._special_ids = tuple(sorted(set(special_ids)))
+        self._continuation_mask = np.asarray(continuation_mask, bool)
+        self._lower_case = lower_case
+        self._continuation = tf.constant(self._continuation_mask)
+        special_mask = np.zeros(len(self._tokens), bool)
+        special_mask[list(self._special_ids)] = True
+        self._special_mask = tf.constant(special_mask)
+        self._padding_mask = tf.constant(np.arange(len(self._tokens)) == self.pad_id)
+
+    # ------------------------------------------------------------------ vocabulary
+
+    @property
+    def vocabulary(self):
+        """The tokens in id order (a new list)."""
+        return list(self._tokens)
+
+    @property
+    def vocabulary_size(self):
+        """Number of tokens; ids are in `[0, vocabulary_size)`."""
+        return len(self._tokens)
+
+    @property
+    def lower_case(self):
+        """Whether text is lower-cased (and stripped of accents) before it is split."""
+        return self._lower_case
+
+    def token_id(self, token):
+        """The id of `token`; KeyError naming it if it is not in the vocabulary."""
+        try:
+            return self._ids[token]
+        except KeyError:
+            raise KeyError(f"Token {token!r} is not in the vocabulary.") from None
+
+    def id_to_token(self, token_id):
+        """The token of `token_id`; IndexError if it is outside `[0, vocabulary_size)`."""
+        if isinstance(token_id, (bool, np.bool_)) or not isinstance(token_id, (int, np.integer)):
+            raise TypeError(f"`token_id` must be an integer, got {token_id!r}.")
+        if not 0 <= token_id < len(self._tokens):
+            raise IndexError(
+                f"Token id {token_id} is outside [0, vocabulary_size={self.vocabulary_size})."
+            )
+        return self._tokens[token_id]
+
+    @property
+    def pad_id(self):
+        """Id of the padding token (`[PAD]`, `<pad>`)."""
+        return self._ids[self._special["pad"]]
+
+    @property
+    def unk_id(self):
+        """Id of the unknown token (`[UNK]`, `<unk>`)."""
+        return self._ids[self._special["unk"]]
+
+    @property
+    def cls_id(self):
+        """Id of the classification token (`[CLS]`, `<cls>`)."""
+        return self._ids[self._special["cls"]]
+
+    @property
+    def sep_id(self):
+        """Id of the separator (`[SEP]`, `<sep>`)."""
+        return self._ids[self._special["sep"]]
+
+    @property
+    def mask_id(self):
+        """Id of the mask token (`[MASK]`, `<mask>`)."""
+        return self._ids[self._special["mask"]]
+
+    @property
+    def special_token_ids(self):
+        """Sorted ids of the special tokens: never produced from text but the unknown token,
+        never predicted nor drawn as random replacements by masked LM."""
+        return list(self._special_ids)
+
+    @property
+    def continuation_mask(self):
+        """Bool numpy vector `[vocabulary_size]`: True for pieces that continue a word.
+
+        A piece whose id is False here starts a word, so whole-word masking can find words
+        from ids alone.
+        """
+        return self._continuation_mask.copy()
+
+    # ------------------------------------------------------------------ graph ops
+
+    def tokenize(self, texts):
+        """Token ids of `texts`, in graph ops.
+
+        Args:
+            texts: strings: a scalar, a 1-D tensor or list `[N]`, any dense shape, or a
+                `tf.RaggedTensor` (e.g. documents of sentences `[D, (sentences)]`).
+
+        Returns:
+            int32 ids with one more, ragged, dimension: `[N, (pieces)]` for `[N]` texts
+            (`tf.RaggedTensor`), a dense `[pieces]` vector for a scalar.
+        """
+        texts = as_strings(texts)
+        if isinstance(texts, tf.RaggedTensor):
+            return texts.with_flat_values(self.tokenize(texts.flat_values))
+        rank = texts.shape.rank
+        if rank == 0:
+            return self._tokenize_batch(tf.reshape(texts, [1]))[0]
+        if rank == 1:
+            return self._tokenize_batch(texts)
+        return _unflatten(self._tokenize_batch(tf.reshape(texts, [-1])), texts)
+
+    def tokenize_words(self, texts):
+        """Token ids grouped by word: int32 `[N, (words), (pieces)]` for `[N]` texts.
+
+        A word is a piece that is not a continuation piece plus the continuation pieces after
+        it. Takes the same inputs as `tokenize`; a scalar gives `[(words), (pieces)]`.
+        """
+        texts = as_strings(texts)
+        if isinstance(texts, tf.RaggedTensor):
+            return texts.with_flat_values(self.tokenize_words(texts.flat_values))
+        if texts.shape.rank == 0:
+            return self.tokenize_words(tf.reshape(texts, [1]))[0]
+        if texts.shape.rank > 1:
+            return _unflatten(self.tokenize_words(tf.reshape(texts, [-1])), texts)
+        return self._group_words(self._tokenize_batch(texts))
+
+    def detokenize(self, ids, skip_special_tokens=False):
+        """Text of token ids, in graph ops.
+
+        Args:
+            ids: int ids, `[N, (pieces)]` ragged or `[N, S]` dense (padded), or a 1-D vector.
+                Padding ids are always left out.
+            skip_special_tokens: also leave out every other id of `special_token_ids`.
+
+        Returns:
+            A string tensor with one dimension less than `ids` (a scalar for a vector).
+        """
+        if not isinstance(ids, tf.RaggedTensor):
+            ids = tf.convert_to_tensor(ids)
+        if not ids.dtype.is_integer:
+            raise ValueError(f"`ids` must be integer token ids, got dtype {ids.dtype.name}.")
+        if ids.shape.rank is not None and ids.shape.rank < 1:
+            raise ValueError("`ids` must have at least one dimension (the pieces of a text).")
+        ids = tf.cast(ids, tf.int32)
+        dropped = self._special_mask if skip_special_tokens else self._padding_mask
+        return self._join(tf.ragged.boolean_mask(ids, tf.logical_not(tf.gather(dropped, ids))))
+
+    # ------------------------------------------------------------------ for subclasses
+
+    def _tokenize_batch(self, texts):
+        """`[N]` strings to int32 ids `[N, (pieces)]`."""
+        raise NotImplementedError
+
+    def _join(self, ids):
+        """int32 ids `[..., (pieces)]` (padding or special ids already left out) to strings."""
+        raise NotImplementedError
+
+    def _word_starts(self, ids):
+        """Bool `[P_total]`: the pieces of ragged `[N, (P)]` ids that start a word."""
+        flat_ids = ids.flat_values
+        first_in_row = tf.range(tf.shape(flat_ids, out_type=tf.int64)[0]) == tf.gather(
+            ids.row_splits, ids.value_rowids()
+        )
+        return tf.logical_or(first_in_row, tf.logical_not(tf.gather(self._continuation, flat_ids)))
+
+    def _group_words(self, ids):
+        """Ragged `[N, (P)]` ids to `[N, (words), (pieces)]`."""
+        is_start = self._word_starts(ids)
+        word_of_piece = tf.cumsum(tf.cast(is_start, tf.int64)) - 1
+        num_words = tf.reduce_sum(tf.cast(is_start, tf.int64))
+        words = tf.RaggedTensor.from_value_rowids(
+            ids.flat_values, word_of_piece, nrows=num_words
+        )  # [W_total, (pieces)]
+        words_per_row = tf.math.unsorted_segment_sum(
+            tf.cast(is_start, tf.int64), ids.value_rowids(), ids.nrows()
+        )
+        return tf.RaggedTensor.from_row_lengths(words, words_per_row)
+
+
+def _unflatten(values, texts):
+    """Ragged `[prod(shape), ...]` back to `texts`'s dense shape `[d0, d1, ..., ...]`."""
+    shape = tf.shape(texts, out_type=tf.int64)
+    for axis in range(texts.shape.rank - 1, 0, -1):
+        values = tf.RaggedTensor.from_uniform_row_length(values, shape[axis])
+    return values
+
+
+def as_strings(texts):
+    """`texts` as a string tensor (or ragged tensor) of known rank; ValueError otherwise."""
+    if isinstance(texts, tf.RaggedTensor):
+        if texts.dtype != tf.string:
+            raise ValueError(f"`texts` must be strings, got dtype {texts.dtype.name}.")
+        return texts
+    try:
+        texts = tf.convert_to_tensor(texts, dtype_hint=tf.string)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"`texts` must be strings: {error}") from error
+    if texts.dtype != tf.string:
+        raise ValueError(f"`texts` must be strings, got dtype {texts.dtype.name}.")
+    if texts.shape.rank is None:
+        raise ValueError("`texts` must have a known rank.")
+    return texts
+
+
+def read_config(directory, hint=""):
+    """The dict of `directory`'s tokenizer.json; ValueError naming the file otherwise (the
+    missing file's message ends with `hint`)."""
+    directory = os.fspath(directory)
+    path = os.path.join(directory, CONFIG_FILE)
+    if not os.path.isfile(path):
+        raise ValueError(f"No tokenizer in {directory!r}: {CONFIG_FILE} is missing{hint}.")
+    try:
+        with open(path, encoding="utf-8") as file:
+            config = json.load(file)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"Cannot read the tokenizer config {path}: {error}") from error
+    if not isinstance(config, dict):
+        raise ValueError(f"{path} is not a tokenizer config (a JSON object).")
+    return config
+
+
+def load_tokenizer(directory):
+    """The tokenizer that `save` wrote to `directory`, of whichever class wrote it."""
+    from lmpipe.datasets.sentence_piece import SentencePieceTokenizer
+    from lmpipe.datasets.wordpiece import WordPieceTokenizer
+
+    classes = {cls.FORMAT: cls for cls in (WordPieceTokenizer, SentencePieceTokenizer)}
+    kind = read_config(directory).get("format")
+    if kind not in classes:
+        path = os.path.join(os.fspath(directory), CONFIG_FILE)
+        raise ValueError(f"{path} has format {kind!r}; lmpipe reads {', '.join(sorted(classes))}.")
+    return classes[kind].load(directory)
