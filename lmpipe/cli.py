@@ -688,8 +688,8 @@ def _finetune(arguments):
 
 def _fine_tuning_pipeline(family, arguments, *task, **options):
     """The `family` pipeline (a `FineTuningPipeline`) that starts from --pretrained (a saved
-    pretraining pipeline or run, or a Hugging Face BERT folder), or from its architecture with
-    new weights (--from-scratch)."""
+    pretraining pipeline or run, or a Hugging Face BERT or ALBERT folder), or from its
+    architecture with new weights (--from-scratch)."""
     try:
         saved = _saved_pipeline(arguments.pretrained)
         if saved is not None:
@@ -1553,7 +1553,7 @@ def build_parser():
         "--pretrained",
         required=True,
         help="a saved pretraining pipeline (or the --out of lmpipe pretrain), or a Hugging "
-        "Face BERT folder",
+        "Face BERT or ALBERT folder",
     )
     finetuning.add_argument("--train", default=None, help="your labelled examples")
     finetuning.add_argument("--validation", default=None, help="examples evaluated every epoch")
