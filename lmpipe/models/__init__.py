@@ -4,7 +4,12 @@ from lmpipe.models.albert import AlbertConfig, albert
 from lmpipe.models.bert import BertConfig, bert, count_parameters
 from lmpipe.models.elmo import ElmoConfig, ElmoLanguageModel, elmo
 from lmpipe.models.gpt import GptCausalLM, GptConfig, gpt
-from lmpipe.models.pretrained import albert_from_pretrained, bert_from_pretrained, untrained_copy
+from lmpipe.models.pretrained import (
+    albert_from_pretrained,
+    bert_from_pretrained,
+    untrained_copy,
+    xlnet_from_pretrained,
+)
 from lmpipe.models.rnn_seq2seq import RnnSeq2Seq, RnnSeq2SeqConfig, rnn_seq2seq
 from lmpipe.models.samplers import (
     BeamSampler,
@@ -56,6 +61,7 @@ __all__ = [
     "bert",
     "albert_from_pretrained",
     "bert_from_pretrained",
+    "xlnet_from_pretrained",
     "untrained_copy",
     "count_parameters",
     "decode",

@@ -1,5 +1,5 @@
-"""Load pretrained Hugging Face BERT and ALBERT checkpoints into lmpipe's `bert` and `albert`
-models."""
+"""Load pretrained Hugging Face BERT, ALBERT and XLNet checkpoints into lmpipe's `bert`,
+`albert` and `xlnet` models."""
 
 import json
 import os
@@ -12,6 +12,7 @@ from safetensors.numpy import load_file
 from lmpipe.layers.initializers import seeded
 from lmpipe.models.albert import AlbertConfig, albert
 from lmpipe.models.bert import BertConfig, bert
+from lmpipe.models.xlnet import XLNetConfig, xlnet
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -63,10 +64,29 @@ _HF_ALBERT_DEFAULTS = {
     "inner_group_num": 1,
 }
 
+# transformers' `XLNetConfig` defaults (XLNet-large's sizes).
+_HF_XLNET_DEFAULTS = {
+    "vocab_size": 32000,
+    "d_model": 1024,
+    "n_layer": 24,
+    "n_head": 16,
+    "d_inner": 4096,
+    "ff_activation": "gelu",
+    "attn_type": "bi",
+    "initializer_range": 0.02,
+    "layer_norm_eps": 1e-12,
+    "dropout": 0.1,
+    "clamp_len": -1,
+    "same_length": False,
+}
+
 # Checkpoint entries that are not part of the encoder: task heads of BertForPreTraining,
 # BertForMaskedLM, AlbertForPreTraining, ...ForSequenceClassification, ... and the
 # position-ids buffer.
-_HEAD_PREFIXES = ("cls.", "classifier.", "qa_outputs.", "predictions.", "sop_classifier.")
+_HEAD_PREFIXES = (
+    *("cls.", "classifier.", "qa_outputs.", "predictions.", "sop_classifier."),
+    *("lm_loss.", "logits_proj.", "sequence_summary.", "lm_head."),
+)
 
 # The names of one encoder layer's weights: BERT's, and ALBERT's shared layer's.
 _BERT_LAYER = {
@@ -152,6 +172,42 @@ def albert_from_pretrained(directory):
     weights = _load_weights(directory / WEIGHTS_FILE, "albert.")
     model = albert(config)
     _assign_weights(model, _albert_weight_map(model, config), weights, directory / WEIGHTS_FILE)
+    return model
+
+
+def xlnet_from_pretrained(directory, **xlnet_arguments):
+    """An `xlnet(config, **xlnet_arguments)` model carrying the weights of a Hugging Face XLNet
+    checkpoint (`XLNetModel`, `XLNetLMHeadModel`, `XLNetForSequenceClassification`, ...:
+    `model_type` "xlnet", names with or without `transformer.`).
+
+    The word embedding, every layer's relative attention (q, k, v, o, r, the three biases and
+    the segment embeddings), layer norms and feed-forward, and `mask_emb` (when the model is
+    two-stream) are loaded; the pooler (`tanh(W h + b)` of the last token) comes from the
+    checkpoint's `sequence_summary` where it has one (sequence classification checkpoints) and
+    keeps its initialization otherwise, as Hugging Face's `XLNetForSequenceClassification`
+    does when built from a plain XLNet. The LM head's bias (`lm_loss.bias`) and the other
+    heads are skipped. `attn_type` must be "bi" and `same_length` false (XLNet's pretraining
+    and fine-tuning settings); `clamp_len` is kept. The tokenizer is the folder's
+    `spiece.model` (`SentencePieceTokenizer.from_pretrained(directory)`).
+
+    Args:
+        directory: the checkpoint folder.
+        **xlnet_arguments: `two_stream`, `mem_len`, `reuse_len`, `bi_data` of `xlnet()`.
+
+    Raises:
+        ValueError: as `bert_from_pretrained`, naming the file and the field or weight.
+    """
+    directory = _checkpoint_directory(directory, "XLNet")
+    config = xlnet_config_from_hf(directory / CONFIG_FILE)
+    weights = _load_weights(directory / WEIGHTS_FILE, "transformer.")
+    if "sequence_summary.summary.weight" in weights:
+        weights["pooler.weight"] = weights.pop("sequence_summary.summary.weight")
+        weights["pooler.bias"] = weights.pop("sequence_summary.summary.bias")
+    model = xlnet(config, **xlnet_arguments)
+    entries = _xlnet_weight_map(model, config, pooler="pooler.weight" in weights)
+    if not any(layer.name == "mask_embedding" for layer in model.layers):
+        weights.pop("mask_emb", None)
+    _assign_weights(model, entries, weights, directory / WEIGHTS_FILE, keep=("pooler",))
     return model
 
 
@@ -269,6 +325,43 @@ def albert_config_from_hf(path):
         raise ValueError(f"{path} does not describe a valid ALBERT: {error}") from error
 
 
+def xlnet_config_from_hf(path):
+    """The `XLNetConfig` described by a Hugging Face XLNet `config.json` at `path`."""
+    path = pathlib.Path(path)
+    hf = _read_config(path)
+    _check_model_type(path, hf, "xlnet", "XLNet", "XLNet")
+    hf = {**_HF_XLNET_DEFAULTS, **hf}
+    for field, wanted in (("attn_type", "bi"), ("same_length", False)):
+        if hf[field] != wanted:
+            raise ValueError(
+                f"{path}: `{field}` is {hf[field]!r}; lmpipe's XLNet is the bidirectional one "
+                f"of pretraining and fine-tuning ({field} {wanted!r})."
+            )
+    if hf["ff_activation"] not in _ACTIVATIONS:
+        raise ValueError(
+            f"{path}: unsupported `ff_activation` {hf['ff_activation']!r}; expected one of "
+            f"{sorted(_ACTIVATIONS)}."
+        )
+    if hf.get("d_head") not in (None, hf["d_model"] // max(hf["n_head"], 1)):
+        raise ValueError(f"{path}: `d_head` must be d_model / n_head, found {hf['d_head']!r}.")
+    try:
+        return XLNetConfig(
+            vocabulary_size=hf["vocab_size"],
+            hidden_dim=hf["d_model"],
+            num_layers=hf["n_layer"],
+            num_heads=hf["n_head"],
+            intermediate_dim=hf["d_inner"],
+            dropout=hf["dropout"],
+            attention_dropout=hf["dropout"],
+            activation=_ACTIVATIONS[hf["ff_activation"]],
+            layer_norm_epsilon=hf["layer_norm_eps"],
+            initializer_range=hf["initializer_range"],
+            clamp_len=None if hf["clamp_len"] is None or hf["clamp_len"] < 0 else hf["clamp_len"],
+        )
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{path} does not describe a valid XLNet: {error}") from error
+
+
 def _checkpoint_directory(directory, name):
     try:
         directory = pathlib.Path(os.fspath(directory))
@@ -297,7 +390,9 @@ def _load_weights(path, prefix):
         raise ValueError(f"{path} could not be read as a safetensors file: {error}") from error
     weights = {}
     for name, array in tensors.items():
-        if name.startswith(_HEAD_PREFIXES) or name.endswith("position_ids"):
+        if name.endswith("position_ids"):
+            continue
+        if name.startswith(_HEAD_PREFIXES) and not name.startswith("sequence_summary.summary."):
             continue
         key = name.removeprefix(prefix)
         # Checkpoints converted from TensorFlow name the LayerNorm parameters gamma and beta.
@@ -405,7 +500,50 @@ def _albert_weight_map(model, config):
     return entries + _linear(model.get_layer("pooler"), "pooler", h, h)
 
 
-def _assign_weights(model, entries, weights, path):
+def _xlnet_weight_map(model, config, pooler):
+    """As `_bert_weight_map`, for `xlnet()`'s layers; the pooler only with `pooler`."""
+    h, heads = config.hidden_dim, config.num_heads
+    head_dim = h // heads
+    entries = [
+        (
+            "word_embedding.weight",
+            model.get_layer("word_embedding").embeddings,
+            (config.vocabulary_size, h),
+            None,
+        )
+    ]
+    if any(layer.name == "mask_embedding" for layer in model.layers):
+        mask = model.get_layer("mask_embedding").embeddings
+        entries.append(("mask_emb", mask, (1, 1, h), lambda w: w.reshape(mask.shape)))
+    attention_names = {
+        "query_kernel": ("q", (h, heads, head_dim)),
+        "key_kernel": ("k", (h, heads, head_dim)),
+        "value_kernel": ("v", (h, heads, head_dim)),
+        "position_kernel": ("r", (h, heads, head_dim)),
+        "output_kernel": ("o", (h, heads, head_dim)),
+        "content_bias": ("r_w_bias", (heads, head_dim)),
+        "position_bias": ("r_r_bias", (heads, head_dim)),
+        "segment_bias": ("r_s_bias", (heads, head_dim)),
+        "segment_embedding": ("seg_embed", (2, heads, head_dim)),
+    }
+    for index in range(config.num_layers):
+        block, prefix = model.get_layer(f"block_{index}"), f"layer.{index}"
+        for mine, (theirs, shape) in attention_names.items():
+            variable = getattr(block.attention, mine)
+            entries.append((f"{prefix}.rel_attn.{theirs}", variable, shape, None))
+        entries += _layer_norm(block.attention_layer_norm, f"{prefix}.rel_attn.layer_norm", h)
+        inner = config.intermediate_dim
+        entries += _linear(block.intermediate_dense, f"{prefix}.ff.layer_1", inner, h)
+        entries += _linear(block.output_dense, f"{prefix}.ff.layer_2", h, inner)
+        entries += _layer_norm(block.output_layer_norm, f"{prefix}.ff.layer_norm", h)
+    if pooler:
+        entries += _linear(model.get_layer("pooler"), "pooler", h, h)
+    return entries
+
+
+def _assign_weights(model, entries, weights, path, keep=()):
+    """Assign every entry's weight; every variable of `model` but those of the layers named in
+    `keep` must be assigned."""
     expected = {name for name, *_ in entries}
     missing = [name for name, *_ in entries if name not in weights]
     if missing:
@@ -435,7 +573,8 @@ def _assign_weights(model, entries, weights, path):
         assigned.add(id(variable))
 
     # Every variable must come from the checkpoint: none may keep its random initialization.
-    left = [variable.path for variable in model.weights if id(variable) not in assigned]
+    kept = {id(v) for name in keep for v in model.get_layer(name).weights}
+    left = [v.path for v in model.weights if id(v) not in assigned and id(v) not in kept]
     if left:
         raise RuntimeError(f"Variables not loaded from {path}: {left}.")
 
