@@ -23,12 +23,16 @@ import pathlib
 import tensorflow as tf
 import tensorflow_text as text
 
-from lmpipe.datasets.tokenizer import CONFIG_FILE, Tokenizer, read_config
+from lmpipe.datasets.tokenizer import (
+    CONFIG_FILE,
+    FORMAT_VERSION,
+    Tokenizer,
+    hf_tokenizer_settings,
+)
 
 MODEL_FILE = "spiece.model"
 """The model file's name in a saved tokenizer and in ALBERT's and XLNet's checkpoint folders."""
 
-FORMAT_VERSION = 1
 
 WORD_START = "\u2581"
 """SentencePiece's mark of a piece that starts a word ("▁")."""
@@ -151,21 +155,7 @@ class SentencePieceTokenizer(Tokenizer):
         path = os.path.join(folder, MODEL_FILE)
         if not os.path.isfile(path):
             raise ValueError(f"{path} not found: the checkpoint folder needs its {MODEL_FILE}.")
-        settings = {"do_lower_case": True, "keep_accents": False}
-        config_path = os.path.join(folder, "tokenizer_config.json")
-        if os.path.isfile(config_path):
-            try:
-                with open(config_path, encoding="utf-8") as file:
-                    config = json.load(file)
-            except json.JSONDecodeError as error:
-                raise ValueError(
-                    f"{config_path} is not valid JSON (line {error.lineno}): {error.msg}."
-                ) from None
-            for key in settings:
-                value = config.get(key, settings[key]) if isinstance(config, dict) else None
-                if not isinstance(value, bool):
-                    raise ValueError(f"{config_path}: `{key}` must be true or false.")
-                settings[key] = value
+        settings = hf_tokenizer_settings(folder, {"do_lower_case": True, "keep_accents": False})
         return cls.from_model_file(
             path, lower_case=settings["do_lower_case"], keep_accents=settings["keep_accents"]
         )
@@ -174,21 +164,7 @@ class SentencePieceTokenizer(Tokenizer):
     def load(cls, directory):
         """Read a tokenizer written by `save`: `spiece.model` and `tokenizer.json`."""
         directory = os.fspath(directory)
-        config_path = os.path.join(directory, CONFIG_FILE)
-        config = read_config(directory, " (write one with SentencePieceTokenizer.save)")
-        if config.get("format") != cls.FORMAT:
-            raise ValueError(f"{config_path} is not a SentencePieceTokenizer config.")
-        version = config.get("format_version")
-        if version != FORMAT_VERSION:
-            raise ValueError(
-                f"{config_path} has format_version={version!r}; this version of lmpipe reads "
-                f"format_version={FORMAT_VERSION}."
-            )
-        flags = {}
-        for flag in ("lower_case", "keep_accents"):
-            flags[flag] = config.get(flag)
-            if not isinstance(flags[flag], bool):
-                raise ValueError(f"{config_path}: `{flag}` must be true or false.")
+        config, flags, _ = cls.saved_config(directory, ["lower_case", "keep_accents"])
         path = os.path.join(directory, config.get("model_file", MODEL_FILE))
         return cls.from_model_file(path, **flags)
 

@@ -8,7 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from lmpipe.arguments import check_choice, check_number, check_positive_int, check_seed
-from lmpipe.datasets.wordpiece_trainer import corpus_texts
+from lmpipe.datasets.wordpiece_trainer import corpus_batches
 
 LAYOUTS = {
     # ALBERT's spiece.model: <pad> <unk> [CLS] [SEP] [MASK] at ids 0-4.
@@ -108,27 +108,8 @@ def _prepared_texts(corpus, prepare, batch_size):
         return tf.strings.substr(prepare(batch), 0, MAX_TEXT_BYTES)
 
     texts = []
-
-    def add(batch):
+    for batch in corpus_batches(corpus, batch_size):
         for value in prepared(batch).numpy().tolist():
             if value.strip():
                 texts.append(value.decode("utf-8", errors="ignore"))
-
-    sentences = corpus_texts(corpus)
-    if isinstance(sentences, tf.data.Dataset):
-        for batch in sentences.batch(batch_size):
-            add(batch)
-        return texts
-    batch = []
-    for i, sentence in enumerate(sentences):
-        if not isinstance(sentence, (str, bytes)):
-            raise ValueError(
-                f"`corpus` must contain strings; text {i} is a {type(sentence).__name__}."
-            )
-        batch.append(sentence)
-        if len(batch) == batch_size:
-            add(tf.constant(batch, tf.string))
-            batch = []
-    if batch:
-        add(tf.constant(batch, tf.string))
     return texts

@@ -16,6 +16,12 @@ import tensorflow as tf
 CONFIG_FILE = "tokenizer.json"
 """Every saved tokenizer's settings; its "format" names the class."""
 
+FORMAT_VERSION = 1
+"""The version of the tokenizer.json that `save` writes and `load` reads."""
+
+HF_TOKENIZER_CONFIG = "tokenizer_config.json"
+"""A Hugging Face checkpoint folder's tokenizer settings (`do_lower_case`, `keep_accents`)."""
+
 
 class Tokenizer(tf.Module):
     """Text to int32 ids in the TensorFlow graph, and back: the interface of every lmpipe
@@ -180,6 +186,27 @@ class Tokenizer(tf.Module):
 
     # ------------------------------------------------------------------ for subclasses
 
+    @classmethod
+    def saved_config(cls, directory, flags):
+        """What `save` wrote to `directory`'s tokenizer.json, checked to be this class's format
+        and version and `flags` to be booleans: `(config, {flag: value}, config path)`."""
+        directory = os.fspath(directory)
+        path = os.path.join(directory, CONFIG_FILE)
+        config = read_config(directory, f" (write one with {cls.__name__}.save)")
+        if config.get("format") != cls.FORMAT:
+            raise ValueError(f"{path} is not a {cls.__name__} config.")
+        version = config.get("format_version")
+        if version != FORMAT_VERSION:
+            raise ValueError(
+                f"{path} has format_version={version!r}; this version of lmpipe reads "
+                f"format_version={FORMAT_VERSION}."
+            )
+        values = {flag: config.get(flag) for flag in flags}
+        for flag, value in values.items():
+            if not isinstance(value, bool):
+                raise ValueError(f"{path}: `{flag}` must be true or false.")
+        return config, values, path
+
     def _tokenize_batch(self, texts):
         """`[N]` strings to int32 ids `[N, (pieces)]`."""
         raise NotImplementedError
@@ -250,6 +277,26 @@ def read_config(directory, hint=""):
     if not isinstance(config, dict):
         raise ValueError(f"{path} is not a tokenizer config (a JSON object).")
     return config
+
+
+def hf_tokenizer_settings(folder, defaults):
+    """The boolean settings `defaults` names (`do_lower_case`, ...) from a Hugging Face
+    folder's tokenizer_config.json, each its default where the file or the field is absent."""
+    path = os.path.join(os.fspath(folder), HF_TOKENIZER_CONFIG)
+    settings = dict(defaults)
+    if not os.path.isfile(path):
+        return settings
+    try:
+        with open(path, encoding="utf-8") as file:
+            config = json.load(file)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path} is not valid JSON (line {error.lineno}): {error.msg}.") from None
+    for key in settings:
+        value = config.get(key, settings[key]) if isinstance(config, dict) else settings[key]
+        if not isinstance(value, bool):
+            raise ValueError(f"{path}: `{key}` must be true or false, got {value!r}.")
+        settings[key] = value
+    return settings
 
 
 def load_tokenizer(directory):

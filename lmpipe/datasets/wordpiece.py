@@ -35,15 +35,18 @@ import re
 import tensorflow as tf
 import tensorflow_text as text
 
-from lmpipe.datasets.tokenizer import CONFIG_FILE, Tokenizer, read_config
+from lmpipe.datasets.tokenizer import (
+    CONFIG_FILE,
+    FORMAT_VERSION,
+    Tokenizer,
+    hf_tokenizer_settings,
+)
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 """The special tokens every lmpipe WordPiece vocabulary has; training puts them first."""
 
 VOCABULARY_FILE = "vocab.txt"
 # A Hugging Face checkpoint folder's tokenizer settings (`do_lower_case`).
-HF_TOKENIZER_CONFIG = "tokenizer_config.json"
-FORMAT_VERSION = 1
 
 MAX_CHARS_PER_WORD = 100
 """Longer words become `[UNK]`, as BERT's `max_input_chars_per_word`."""
@@ -198,40 +201,15 @@ class WordPieceTokenizer(Tokenizer):
         vocabulary = os.path.join(folder, "vocab.txt")
         if not os.path.isfile(vocabulary):
             raise ValueError(f"{vocabulary} not found: the checkpoint folder needs its vocab.txt.")
-        lower_case = True
-        config_path = os.path.join(folder, HF_TOKENIZER_CONFIG)
-        if os.path.isfile(config_path):
-            try:
-                with open(config_path, encoding="utf-8") as file:
-                    config = json.load(file)
-            except json.JSONDecodeError as error:
-                raise ValueError(
-                    f"{config_path} is not valid JSON (line {error.lineno}): {error.msg}."
-                ) from None
-            lower_case = config.get("do_lower_case", True) if isinstance(config, dict) else True
-            if not isinstance(lower_case, bool):
-                raise ValueError(
-                    f"{config_path}: `do_lower_case` must be true or false, got {lower_case!r}."
-                )
-        return cls.from_vocab_file(vocabulary, lower_case=lower_case)
+        settings = hf_tokenizer_settings(folder, {"do_lower_case": True})
+        return cls.from_vocab_file(vocabulary, lower_case=settings["do_lower_case"])
 
     @classmethod
     def load(cls, directory):
         """Read a tokenizer written by `save`: `vocab.txt` and `tokenizer.json` in `directory`."""
         directory = os.fspath(directory)
-        config_path = os.path.join(directory, CONFIG_FILE)
-        config = read_config(directory, " (write one with WordPieceTokenizer.save)")
-        if config.get("format") != cls.FORMAT:
-            raise ValueError(f"{config_path} is not a WordPieceTokenizer config.")
-        version = config.get("format_version")
-        if version != FORMAT_VERSION:
-            raise ValueError(
-                f"{config_path} has format_version={version!r}; this version of lmpipe reads "
-                f"format_version={FORMAT_VERSION}."
-            )
-        lower_case = config.get("lower_case")
-        if not isinstance(lower_case, bool):
-            raise ValueError(f"{config_path}: `lower_case` must be true or false.")
+        config, flags, _ = cls.saved_config(directory, ["lower_case"])
+        lower_case = flags["lower_case"]
         vocabulary = os.path.join(directory, config.get("vocabulary_file", VOCABULARY_FILE))
         return cls.from_vocab_file(vocabulary, lower_case=lower_case)
 

@@ -124,6 +124,27 @@ def corpus_texts(corpus):
     return dataset
 
 
+def corpus_batches(corpus, batch_size):
+    """The texts of `corpus` (see `corpus_texts`) as string tensors `[batch_size]` (the last
+    one shorter); a text that is not a string is a ValueError naming its index."""
+    sentences = corpus_texts(corpus)
+    if isinstance(sentences, tf.data.Dataset):
+        yield from sentences.batch(batch_size)
+        return
+    batch = []
+    for i, sentence in enumerate(sentences):
+        if not isinstance(sentence, (str, bytes)):
+            raise ValueError(
+                f"`corpus` must contain strings; text {i} is a {type(sentence).__name__}."
+            )
+        batch.append(sentence)
+        if len(batch) == batch_size:
+            yield tf.constant(batch, tf.string)
+            batch = []
+    if batch:
+        yield tf.constant(batch, tf.string)
+
+
 def _count_words(corpus, lower_case, batch_size):
     """{word: count} of the normalized words of `corpus`, split as `tokenize` splits them."""
 
@@ -140,23 +161,8 @@ def _count_words(corpus, lower_case, batch_size):
         for word, count in zip(unique.numpy().tolist(), batch_counts.numpy().tolist(), strict=True):
             counts[word] += count
 
-    sentences = corpus_texts(corpus)
-    if isinstance(sentences, tf.data.Dataset):
-        for batch in sentences.batch(batch_size):
-            add(batch)
-    else:
-        batch = []
-        for i, sentence in enumerate(sentences):
-            if not isinstance(sentence, (str, bytes)):
-                raise ValueError(
-                    f"`corpus` must contain strings; text {i} is a {type(sentence).__name__}."
-                )
-            batch.append(sentence)
-            if len(batch) == batch_size:
-                add(tf.constant(batch, tf.string))
-                batch = []
-        if batch:
-            add(tf.constant(batch, tf.string))
+    for batch in corpus_batches(corpus, batch_size):
+        add(batch)
     return {word.decode("utf-8"): count for word, count in counts.items()}
 
 

@@ -259,13 +259,19 @@ def bert_config_from_hf(path):
     for flag in ("is_decoder", "add_cross_attention"):
         if hf.get(flag):
             raise ValueError(f"{path}: `{flag}` is set; only BERT encoders can be loaded.")
+    return _encoder_config(path, hf, BertConfig, "BERT")
+
+
+def _encoder_config(path, hf, config_class, name, **fields):
+    """`config_class` (BertConfig or AlbertConfig) from the BERT-style fields of `hf` (the
+    config.json at `path`, defaults filled in) and `fields`."""
     if hf["hidden_act"] not in _ACTIVATIONS:
         raise ValueError(
             f"{path}: unsupported `hidden_act` {hf['hidden_act']!r}; expected one of "
             f"{sorted(_ACTIVATIONS)}."
         )
     try:
-        return BertConfig(
+        return config_class(
             vocabulary_size=hf["vocab_size"],
             hidden_dim=hf["hidden_size"],
             num_layers=hf["num_hidden_layers"],
@@ -278,9 +284,10 @@ def bert_config_from_hf(path):
             activation=_ACTIVATIONS[hf["hidden_act"]],
             layer_norm_epsilon=hf["layer_norm_eps"],
             initializer_range=hf["initializer_range"],
+            **fields,
         )
     except (TypeError, ValueError) as error:
-        raise ValueError(f"{path} does not describe a valid BERT: {error}") from error
+        raise ValueError(f"{path} does not describe a valid {name}: {error}") from error
 
 
 def albert_config_from_hf(path):
@@ -300,29 +307,7 @@ def albert_config_from_hf(path):
             f'{path}: `position_embedding_type` must be "absolute", found '
             f"{hf['position_embedding_type']!r}."
         )
-    if hf["hidden_act"] not in _ACTIVATIONS:
-        raise ValueError(
-            f"{path}: unsupported `hidden_act` {hf['hidden_act']!r}; expected one of "
-            f"{sorted(_ACTIVATIONS)}."
-        )
-    try:
-        return AlbertConfig(
-            vocabulary_size=hf["vocab_size"],
-            embedding_dim=hf["embedding_size"],
-            hidden_dim=hf["hidden_size"],
-            num_layers=hf["num_hidden_layers"],
-            num_heads=hf["num_attention_heads"],
-            intermediate_dim=hf["intermediate_size"],
-            max_sequence_length=hf["max_position_embeddings"],
-            num_segments=hf["type_vocab_size"],
-            dropout=hf["hidden_dropout_prob"],
-            attention_dropout=hf["attention_probs_dropout_prob"],
-            activation=_ACTIVATIONS[hf["hidden_act"]],
-            layer_norm_epsilon=hf["layer_norm_eps"],
-            initializer_range=hf["initializer_range"],
-        )
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"{path} does not describe a valid ALBERT: {error}") from error
+    return _encoder_config(path, hf, AlbertConfig, "ALBERT", embedding_dim=hf["embedding_size"])
 
 
 def xlnet_config_from_hf(path):
