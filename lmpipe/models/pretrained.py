@@ -88,6 +88,20 @@ _HEAD_PREFIXES = (
     *("lm_loss.", "logits_proj.", "sequence_summary.", "lm_head."),
 )
 
+# The pretraining heads' names: BertForPreTraining's and AlbertForPreTraining's.
+_BERT_HEADS = {
+    "transform": "cls.predictions.transform.dense",
+    "transform_norm": "cls.predictions.transform.LayerNorm",
+    "output_bias": "cls.predictions.bias",
+    "pair": "cls.seq_relationship",
+}
+_ALBERT_HEADS = {
+    "transform": "predictions.dense",
+    "transform_norm": "predictions.LayerNorm",
+    "output_bias": "predictions.bias",
+    "pair": "sop_classifier.classifier",
+}
+
 # The names of one encoder layer's weights: BERT's, and ALBERT's shared layer's.
 _BERT_LAYER = {
     "query": "attention.self.query",
@@ -209,6 +223,55 @@ def xlnet_from_pretrained(directory, **xlnet_arguments):
         weights.pop("mask_emb", None)
     _assign_weights(model, entries, weights, directory / WEIGHTS_FILE, keep=("pooler",))
     return model
+
+
+def load_pretrainer_weights(pretrainer, directory):
+    """Load a Hugging Face BERT or ALBERT checkpoint into a `BertPretrainer` built from its
+    config: the encoder always, and the masked-LM head (transform, LayerNorm, output bias; the
+    output weights are the tied embedding) and the pair head where the checkpoint has them
+    (`BertForPreTraining`'s `cls.*`, `AlbertForPreTraining`'s `predictions.*` and
+    `sop_classifier.*`); a head the checkpoint lacks keeps its initialization.
+
+    Hugging Face's pair labels are lmpipe's the other way round (its NSP and SOP label 0 is
+    "B follows A in order", lmpipe's 1), so the pair head's two rows are swapped.
+
+    Returns:
+        The heads loaded, among "mlm_head" and "pair_head".
+    """
+    directory = _checkpoint_directory(directory, "BERT or ALBERT")
+    path = directory / WEIGHTS_FILE
+    model_type = checkpoint_model_type(directory)
+    if model_type not in ("bert", "albert"):
+        raise ValueError(
+            f'{directory / CONFIG_FILE}: `model_type` must be "bert" or "albert" to '
+            f"continue pretraining, found {model_type!r}."
+        )
+    prefix, heads = ("bert.", _BERT_HEADS) if model_type == "bert" else ("albert.", _ALBERT_HEADS)
+    config = pretrainer.encoder_config
+    encoder = pretrainer.encoder
+    weight_map = _bert_weight_map if model_type == "bert" else _albert_weight_map
+    _assign_weights(encoder, weight_map(encoder, config), _load_weights(path, prefix), path)
+    tensors = load_file(str(path))
+    loaded = []
+    mlm = pretrainer.get_layer("mlm_head")
+    width = getattr(config, "embedding_dim", config.hidden_dim)
+    mlm_entries = [
+        *_linear(mlm.transform_dense, heads["transform"], width, config.hidden_dim),
+        *_layer_norm(mlm.transform_layer_norm, heads["transform_norm"], width),
+        (heads["output_bias"], mlm.output_bias, (config.vocabulary_size,), None),
+    ]
+    if all(name in tensors for name, *_ in mlm_entries):
+        _assign_entries(mlm_entries, tensors, path)
+        loaded.append("mlm_head")
+    if pretrainer.objective in ("nsp", "sop") and f"{heads['pair']}.weight" in tensors:
+        pair = pretrainer.get_layer("pair_head")
+        swapped = [
+            (name, variable, shape, lambda w, convert=convert: convert(w[::-1]))
+            for name, variable, shape, convert in _linear(pair, heads["pair"], 2, config.hidden_dim)
+        ]
+        _assign_entries(swapped, tensors, path)
+        loaded.append("pair_head")
+    return loaded
 
 
 def checkpoint_model_type(directory):
@@ -526,6 +589,25 @@ def _xlnet_weight_map(model, config, pooler):
     return entries
 
 
+def _assign_entries(entries, weights, path):
+    """Assign each entry's checkpoint weight (shape checked) to its variable, each once;
+    returns the ids of the variables assigned."""
+    assigned = set()
+    for name, variable, shape, convert in entries:
+        array = weights[name]
+        if tuple(array.shape) != shape:
+            raise ValueError(
+                f"{path}: weight {name!r} has shape {tuple(array.shape)}, expected {shape} "
+                "from config.json."
+            )
+        value = array if convert is None else convert(array)
+        if id(variable) in assigned:
+            raise RuntimeError(f"Variable {variable.path} would be assigned twice ({name}).")
+        variable.assign(np.asarray(value, dtype=variable.dtype))
+        assigned.add(id(variable))
+    return assigned
+
+
 def _assign_weights(model, entries, weights, path, keep=()):
     """Assign every entry's weight; every variable of `model` but those of the layers named in
     `keep` must be assigned."""
@@ -543,19 +625,7 @@ def _assign_weights(model, entries, weights, path, keep=()):
             f"{unexpected[0]!r}: {unexpected[:5]}; does config.json match the checkpoint?"
         )
 
-    assigned = set()
-    for name, variable, shape, convert in entries:
-        array = weights[name]
-        if tuple(array.shape) != shape:
-            raise ValueError(
-                f"{path}: weight {name!r} has shape {tuple(array.shape)}, expected {shape} "
-                "from config.json."
-            )
-        value = array if convert is None else convert(array)
-        if id(variable) in assigned:
-            raise RuntimeError(f"Variable {variable.path} would be assigned twice ({name}).")
-        variable.assign(np.asarray(value, dtype=variable.dtype))
-        assigned.add(id(variable))
+    assigned = _assign_entries(entries, weights, path)
 
     # Every variable must come from the checkpoint: none may keep its random initialization.
     kept = {id(v) for name in keep for v in model.get_layer(name).weights}

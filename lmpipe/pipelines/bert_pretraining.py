@@ -2,6 +2,7 @@
 
 import dataclasses
 import math
+import os
 
 import keras
 import numpy as np
@@ -23,8 +24,16 @@ from lmpipe.datasets.bert_examples import (
 )
 from lmpipe.datasets.masking import MaskedLMMasker
 from lmpipe.datasets.packing import min_sequence_length, pack_masked_texts
+from lmpipe.datasets.sentence_piece import SentencePieceTokenizer
+from lmpipe.datasets.wordpiece import WordPieceTokenizer
 from lmpipe.models.albert import AlbertConfig
 from lmpipe.models.bert import BertConfig
+from lmpipe.models.pretrained import (
+    albert_config_from_hf,
+    bert_config_from_hf,
+    checkpoint_model_type,
+    load_pretrainer_weights,
+)
 from lmpipe.models.pretraining import BertPretrainer
 from lmpipe.models.samplers import traced_function
 from lmpipe.pipelines.pipeline import EncoderPipeline, PipelineOptions, perplexity
@@ -249,13 +258,42 @@ class BertPretraining(EncoderPipeline):
 
     # Model ------------------------------------------------------------------------------------
 
+    @classmethod
+    def from_pretrained(cls, directory, **options):
+        """Continue pretraining a Hugging Face BERT or ALBERT checkpoint folder: its tokenizer
+        (`vocab.txt` or `spiece.model`), its configuration, and its weights in the model
+        `fit` builds (the encoder, and the pretraining heads where the folder has them: see
+        `lmpipe.models.pretrained.load_pretrainer_weights`). `options` as the constructor's;
+        a resumed run reads its checkpoint instead. The folder's `model_type` must be the
+        class's ("bert" for `BertPretraining`, "albert" for `AlbertPretraining`)."""
+        expected = "albert" if issubclass(cls, AlbertPretraining) else "bert"
+        found = checkpoint_model_type(directory)
+        if found != expected:
+            raise ValueError(
+                f"{directory} holds a {found!r} checkpoint; {cls.__name__}.from_pretrained "
+                f"reads {expected!r} ones."
+            )
+        if expected == "albert":
+            tokenizer = SentencePieceTokenizer.from_pretrained(directory)
+            config = albert_config_from_hf(os.path.join(directory, "config.json"))
+        else:
+            tokenizer = WordPieceTokenizer.from_pretrained(directory)
+            config = bert_config_from_hf(os.path.join(directory, "config.json"))
+        pipe = cls(tokenizer, config, **options)
+        pipe.pretrained = os.fspath(directory)
+        return pipe
+
     def build_model(self):
-        """A new `BertPretrainer` (encoder + tied masked-LM head + pair head)."""
-        return BertPretrainer(
+        """A new `BertPretrainer` (encoder + tied masked-LM head + pair head), with the
+        weights of the checkpoint folder `from_pretrained` read, if any."""
+        model = BertPretrainer(
             self.config,
             objective=self.options.objective,
             max_predictions=self.options.max_predictions,
         )
+        if getattr(self, "pretrained", None):
+            load_pretrainer_weights(model, self.pretrained)
+        return model
 
     @property
     def encoder(self):

@@ -11,10 +11,10 @@ import pytest
 import tensorflow as tf
 from safetensors.numpy import load_file, save_file
 
-from lmpipe.datasets import SentencePieceTokenizer
+from lmpipe.datasets import SentencePieceTokenizer, TextCorpus
 from lmpipe.datasets.packing import pack_segments
 from lmpipe.models import albert_from_pretrained
-from lmpipe.pipelines import TextClassifier
+from lmpipe.pipelines import AlbertPretraining, BertPretraining, TextClassifier
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 CHECKPOINT = FIXTURES / "albert_tiny"
@@ -117,3 +117,24 @@ def test_missing_and_unexpected_weights_are_named(tmp_path):
         albert_from_pretrained(copy_checkpoint(tmp_path / "b", weights=add_group))
     with pytest.raises(ValueError, match="Hugging Face ALBERT checkpoint folder"):
         albert_from_pretrained(tmp_path)
+
+
+def test_pretraining_continues_from_the_folder_with_its_heads(reference, tmp_path):
+    pipe = AlbertPretraining.from_pretrained(CHECKPOINT, seq_len=32, max_predictions=3)
+    assert type(pipe.tokenizer) is SentencePieceTokenizer and pipe.config.embedding_dim == 16
+    model = pipe.build_model()
+    inputs = {name: reference[name] for name in (*INPUTS, "mask_positions")}
+    outputs = model(inputs, training=False)
+    np.testing.assert_allclose(
+        np.asarray(outputs["mlm_logits"]), reference["prediction_logits"], rtol=0, atol=1e-4
+    )
+    # Hugging Face's SOP label 0 is "in order", lmpipe's 1: the same logits, swapped.
+    np.testing.assert_allclose(
+        np.asarray(outputs["pair_logits"])[:, ::-1], reference["sop_logits"], rtol=0, atol=1e-4
+    )
+    pairs = zip(reference["texts"], reference["pairs"], strict=True)
+    corpus = TextCorpus.from_documents([[text, pair] for text, pair in pairs])
+    history = pipe.fit(corpus, batch_size=2, epochs=1, steps_per_epoch=2, verbose=0)
+    assert np.isfinite(history.history["loss"][-1])
+    with pytest.raises(ValueError, match="holds a 'albert' checkpoint; BertPretraining"):
+        BertPretraining.from_pretrained(CHECKPOINT)

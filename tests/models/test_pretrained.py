@@ -363,3 +363,18 @@ def test_untrained_copy_is_the_same_architecture_with_new_weights():
         np.testing.assert_array_equal(original, now)  # the source is not changed
         if original.std() > 0:  # drawn at random, not ones or zeros
             assert not np.array_equal(a, original) and not np.array_equal(a, c)
+
+
+def test_bert_pretraining_continues_from_the_checkpoint(minilm_directory, minilm_outputs):
+    from lmpipe.models.pretrained import load_pretrainer_weights
+    from lmpipe.pipelines import BertPretraining
+
+    reference, outputs = minilm_outputs
+    pipe = BertPretraining.from_pretrained(minilm_directory, seq_len=64)
+    model = pipe.build_model()
+    encoded = model.encoder({name: reference[name] for name in INPUTS}, training=False)
+    np.testing.assert_allclose(
+        np.asarray(encoded["sequence_output"]), outputs["sequence_output"], rtol=0, atol=1e-5
+    )
+    # A sentence-embedding checkpoint has no pretraining heads: they keep their initialization.
+    assert load_pretrainer_weights(model, minilm_directory) == []
