@@ -197,3 +197,17 @@ def test_the_readme_examples_run_in_order_in_a_fresh_copy(tmp_path):
     selected = [e for e in readme_examples.examples() if e.not_run is None]
     failures = readme_examples.run(selected, tmp_path, timeout=1800)
     assert not failures, "\n\n".join(failures)
+
+
+def test_the_models_config_parses_as_tf_servings_model_server_config():
+    from google.protobuf import text_format
+    from tensorflow_serving.config import model_server_config_pb2
+
+    (config,) = [body for body in blocks("text") if body.startswith("model_config_list")]
+    parsed = text_format.Parse(config, model_server_config_pb2.ModelServerConfig())
+    models = {model.name: model for model in parsed.model_config_list.config}
+    assert sorted(models) == ["bert", "gpt"]
+    assert list(models["bert"].model_version_policy.specific.versions) == [7]
+    assert all(model.base_path == f"/models/{name}" for name, model in models.items())
+    # Version 7 of serving/bert is what the command-line block exports.
+    assert ["export", "runs/bert/pipeline", "serving/bert", "--version", "7"] in COMMANDS

@@ -563,3 +563,21 @@ def test_readme_curl_examples_run_against_an_export(server):
         for key in ("predictions", "outputs")
     }
     assert set(re.findall(r"https?://([^/\s:]+)", section)) == {"localhost"}
+
+
+def test_a_moved_export_loads_and_serves_the_same(export_dir, tmp_path):
+    # No absolute path is kept: a copy elsewhere (another machine's model base path) serves.
+    import shutil
+
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved_model = saved_model_pb2.SavedModel()
+    saved_model.ParseFromString(pathlib.Path(export_dir, "saved_model.pb").read_bytes())
+    assert str(pathlib.Path(export_dir).parent) not in str(saved_model)
+    moved = tmp_path / "elsewhere" / "1"
+    shutil.copytree(export_dir, moved)
+    text = {"text": np.array([b"To be, or not to be"], dtype=object)}
+    expected = run_tf1_loader(export_dir, "serve_text", text)
+    served = run_tf1_loader(str(moved), "serve_text", text)
+    for name in expected:
+        np.testing.assert_array_equal(served[name], expected[name])
