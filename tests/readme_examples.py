@@ -106,6 +106,28 @@ def examples(text=None):
     return found
 
 
+# What an example writes: `--out DIR` and `lmpipe export SOURCE DIR` in shell commands,
+# `.save(...)`, `.export(...)`, `export_saved_model(...)` and `checkpoint_dir=` in Python.
+_SHELL_WRITES = re.compile(r"--out\s+(\S+)|lmpipe export\s+\S+\s+(\S+)")
+_PYTHON_WRITES = re.compile(
+    r"""(?:\.save|\.export|export_saved_model)\(\s*["']([^"']+)["']|checkpoint_dir=["']([^"']+)["']"""
+)
+
+
+def written_folders(example):
+    """`{output folder: [what writes it]}` of an example, read from its text (the runner
+    checks what it really writes; this finds the same collisions without running)."""
+    pattern = _PYTHON_WRITES if example.language == "python" else _SHELL_WRITES
+    written = {}
+    for line in example.source.splitlines():
+        for match in pattern.finditer(line):
+            path = next(group for group in match.groups() if group)
+            folder = output_folder(pathlib.Path(path.rstrip("/") + "/x"))
+            command = re.sub(r"^pip install [^&;]*&&\s*", "", line.split("#")[0].strip())
+            written.setdefault(folder, []).append(command)
+    return written
+
+
 def fresh_copy(destination):
     """The repository's files as git knows them (tracked and untracked but not ignored, from
     the working tree), without the outputs of earlier runs."""

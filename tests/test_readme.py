@@ -211,3 +211,19 @@ def test_the_models_config_parses_as_tf_servings_model_server_config():
     assert all(model.base_path == f"/models/{name}" for name, model in models.items())
     # Version 7 of serving/bert is what the command-line block exports.
     assert ["export", "runs/bert/pipeline", "serving/bert", "--version", "7"] in COMMANDS
+
+
+def test_no_two_readme_examples_write_the_same_output_folder():
+    # A folder written by two examples: a run trained over, an untrained model served as the
+    # newest version. The same command again (the main job, repeated) is a resume, allowed.
+    writers = {}
+    for example in readme_examples.examples():
+        if example.not_run is None:
+            for folder, commands in readme_examples.written_folders(example).items():
+                writers.setdefault(folder, set()).update(
+                    (example.line, command) for command in commands
+                )
+    assert {"runs/bert", "serving/bert", "runs/gpt", "serving/toy"} <= set(map(str, writers))
+    for folder, found in writers.items():
+        examples, commands = {line for line, _ in found}, {command for _, command in found}
+        assert len(examples) == 1 or len(commands) == 1, f"{folder} is written by {sorted(found)}"
