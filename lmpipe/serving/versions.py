@@ -108,8 +108,12 @@ def publish(temporary, base_dir, version=None, overwrite=False):
             in one atomic step, so that the version is never missing.
 
     Raises:
-        ValueError: `version` exists and `overwrite` is False.
+        ValueError: `version` exists and `overwrite` is False, or the export uses an op that a
+            supported TF Serving release lacks (`op_check.check_serving_ops`).
     """
+    from lmpipe.serving.op_check import check_serving_ops
+
+    check_serving_ops(temporary)
     if version is None:
         for _ in range(_MAX_ATTEMPTS):
             target = os.path.join(base_dir, str(next_version(base_dir)))

@@ -35,6 +35,7 @@ from lmpipe.models import (
     XLNetConfig,
 )
 from lmpipe.models.bert import bert
+from lmpipe.serving.op_check import missing_serving_ops
 from tests.pipelines.test_translation import FIXTURES
 
 SEQ_LEN = 16
@@ -296,6 +297,7 @@ def test_every_family_goes_through_the_same_scenario(
             assert result == expected(loaded, text)
 
     path = loaded.export(str(tmp_path / "serving"))
+    assert missing_serving_ops(path) == {}  # TF Serving 2.18, 2.19 and 2.20 run it
     served = subprocess.run(
         [sys.executable, "-c", SERVE, path], capture_output=True, text=True, timeout=300
     )
