@@ -31,6 +31,7 @@ from lmpipe.serving import (
     truncate_longest_first,
     versions,
 )
+from lmpipe.serving.emulator.batching import batched_outputs
 
 SEQ_LEN = 16
 TEXTS = [
@@ -581,3 +582,61 @@ def test_a_moved_export_loads_and_serves_the_same(export_dir, tmp_path):
     served = run_tf1_loader(str(moved), "serve_text", text)
     for name in expected:
         np.testing.assert_array_equal(served[name], expected[name])
+
+
+# Server-side batching (--enable_batching), simulated ------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def signatures(export_dir):
+    loaded = tf.saved_model.load(export_dir)
+
+    def runner(name):
+        function = loaded.signatures[name]
+        return lambda inputs: {
+            key: value.numpy()
+            for key, value in function(**{k: tf.constant(v) for k, v in inputs.items()}).items()
+        }
+
+    return runner
+
+
+def assert_batching(run, requests, equal, **server):
+    singles = [run(request) for request in requests]
+    batched = batched_outputs(run, requests, **server)
+    same = all(
+        np.allclose(one[name], many[name], atol=1e-5)
+        for one, many in zip(singles, batched, strict=True)
+        for name in one
+    )
+    assert same == equal
+
+
+def test_text_signatures_are_safe_to_batch(signatures):
+    run = signatures("serve_text")
+    requests = [
+        {"text": strings(TEXTS[:1])},
+        {"text": strings(TEXTS[1:4])},
+        {"text": strings([""])},
+    ]
+    assert_batching(run, requests, equal=True)
+    assert_batching(run, requests, equal=True, allowed_batch_sizes=[2, 8])  # rows filled up
+    pairs = [
+        {"text": strings(TEXTS[:2]), "text_pair": strings(PAIRS[:2])},
+        {"text": strings(TEXTS[2:3]), "text_pair": strings(PAIRS[1:2])},
+    ]
+    assert_batching(signatures("serve_text_pair"), pairs, equal=True)
+
+
+def test_id_signatures_batch_safely_only_at_one_length(signatures, tokenizer):
+    # The server pads a shorter request with its first element: [CLS] ids and padding_mask 1,
+    # extra positions the model then reads as real tokens.
+    run = signatures("serving_default")
+    packed = reference_pack(tokenizer, strings(TEXTS))
+    short = {name: value[:1, :5] for name, value in packed.items()}
+    long = {name: value[2:3] for name, value in packed.items()}
+    assert_batching(run, [short, long], equal=False)
+    # Requests padded by the client to one length (padding_mask 0) batch safely.
+    assert_batching(run, [{n: v[:1] for n, v in packed.items()}, long], equal=True)
+    with pytest.raises(ValueError, match="padding is turned off"):
+        batched_outputs(run, [short, long], pad_variable_length_inputs=False)
