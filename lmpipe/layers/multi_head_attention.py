@@ -185,7 +185,7 @@ class MultiHeadAttention(keras.layers.Layer):
             key_heads = self.key_dense(key)  # [B, K, h, d_k]
             value_heads = self.value_dense(value)  # [B, K, h, d_v]
         if cache is not None and cache_update_index is not None:
-            # slice_update clamps out-of-range starts, which would overwrite a real slot.
+            # An out-of-range start would overwrite a real slot (or write nothing).
             lengths_known = cache.shape[2] is not None and query.shape[1] is not None
             if (
                 isinstance(cache_update_index, int)
@@ -196,9 +196,8 @@ class MultiHeadAttention(keras.layers.Layer):
                     f"`cache_update_index`={cache_update_index} does not fit {query.shape[1]} "
                     f"new steps into a cache of length {cache.shape[2]}."
                 )
-            start = [0, cache_update_index, 0, 0]
-            key_heads = ops.slice_update(cache[:, 0], start, ops.cast(key_heads, cache.dtype))
-            value_heads = ops.slice_update(cache[:, 1], start, ops.cast(value_heads, cache.dtype))
+            key_heads = _write_steps(cache[:, 0], key_heads, cache_update_index)
+            value_heads = _write_steps(cache[:, 1], value_heads, cache_update_index)
             cache = ops.stack([key_heads, value_heads], axis=1)
             query_offset = cache_update_index
             # Cache slots past the newest step hold nothing yet: hide them from every query.
@@ -258,3 +257,14 @@ class MultiHeadAttention(keras.layers.Layer):
             }
         )
         return config
+
+
+def _write_steps(cache, steps, index):
+    """`cache` `[B, L, h, d]` with positions `index .. index + Q - 1` replaced by `steps`
+    `[B, Q, h, d]`, in elementwise ops. (Keras' `slice_update` is TensorFlow's
+    `XlaDynamicUpdateSlice`, an XLA op that TF Serving's model servers do not run.)"""
+    steps = ops.cast(steps, cache.dtype)
+    positions = ops.arange(ops.shape(cache)[1]) - ops.cast(index, "int32")  # [L]
+    inside = ops.logical_and(positions >= 0, positions < ops.shape(steps)[1])
+    aligned = ops.take(steps, ops.clip(positions, 0, ops.shape(steps)[1] - 1), axis=1)
+    return ops.where(inside[None, :, None, None], aligned, cache)

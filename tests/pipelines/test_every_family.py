@@ -18,6 +18,7 @@ import sys
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from lmpipe import pipelines
 from lmpipe.cli import main
@@ -35,6 +36,7 @@ from lmpipe.models import (
     XLNetConfig,
 )
 from lmpipe.models.bert import bert
+from lmpipe.serving.emulator.batching import batched_outputs
 from lmpipe.serving.op_check import missing_serving_ops
 from tests.pipelines.test_translation import FIXTURES
 
@@ -298,12 +300,43 @@ def test_every_family_goes_through_the_same_scenario(
 
     path = loaded.export(str(tmp_path / "serving"))
     assert missing_serving_ops(path) == {}  # TF Serving 2.18, 2.19 and 2.20 run it
+    assert_text_signatures_batch_safely(path)
     served = subprocess.run(
         [sys.executable, "-c", SERVE, path], capture_output=True, text=True, timeout=300
     )
     assert served.returncode == 0, served.stderr[-3000:]
     outputs = json.loads(served.stdout.strip().splitlines()[-1])
     assert outputs and all(value is not False for value in outputs.values()), outputs
+
+
+def assert_text_signatures_batch_safely(path):
+    """Every signature of the export that takes only strings gives each request the same
+    outputs when TF Serving batches requests (simulated) as when it runs them one by one."""
+    loaded = tf.saved_model.load(path)
+    texts = [["to be or not to be"], ["the rest", "is silence , o"]]
+    checked = 0
+    for name, function in loaded.signatures.items():
+        specs = function.structured_input_signature[1]
+        if not all(spec.dtype == tf.string for spec in specs.values()):
+            continue
+
+        def run(inputs, function=function):
+            outputs = function(**{key: tf.constant(value) for key, value in inputs.items()})
+            return {key: value.numpy() for key, value in outputs.items()}
+
+        requests = [
+            {key: np.array([t.encode() for t in batch], dtype=object) for key in specs}
+            for batch in texts
+        ]
+        singles = [run(request) for request in requests]
+        for single, batched in zip(singles, batched_outputs(run, requests), strict=True):
+            for key, value in single.items():
+                if value.dtype.kind == "f":
+                    np.testing.assert_allclose(batched[key], value, atol=1e-5, err_msg=name)
+                else:
+                    np.testing.assert_array_equal(batched[key], value, err_msg=name)
+        checked += 1
+    return checked
 
 
 def test_options_are_frozen_and_refuse_unknown_names(tokenizer):
