@@ -262,7 +262,9 @@ class MultiHeadAttention(keras.layers.Layer):
 def _write_steps(cache, steps, index):
     """`cache` `[B, L, h, d]` with positions `index .. index + Q - 1` replaced by `steps`
     `[B, Q, h, d]`, in elementwise ops. (Keras' `slice_update` is TensorFlow's
-    `XlaDynamicUpdateSlice`, an XLA op that TF Serving's model servers do not run.)"""
+    `XlaDynamicUpdateSlice`, one of XLA's own ops, which run only where XLA compiles them:
+    elementwise ops keep exported decoders to the ops every supported TF Serving release
+    registers, see `lmpipe.serving.op_check`.)"""
     steps = ops.cast(steps, cache.dtype)
     positions = ops.arange(ops.shape(cache)[1]) - ops.cast(index, "int32")  # [L]
     inside = ops.logical_and(positions >= 0, positions < ops.shape(steps)[1])

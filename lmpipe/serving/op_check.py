@@ -10,7 +10,10 @@ tests/serving/fixtures/make_tf_serving_ops.py. `check_serving_ops` runs on every
 it is published.
 
 Ops are checked by name; an op whose attributes changed since a release (a new attribute set
-to a non-default value) is not caught here.
+to a non-default value) is not caught here. TensorFlow's ops are those `tf.raw_ops` lists: XLA's
+own ops (tf2xla's `Xla*`, e.g. `XlaDynamicUpdateSlice`, which Keras' `slice_update` becomes)
+are not among them. A model server links XLA's CPU JIT, but whether such an op runs depends on
+how the server compiles the graph; the check refuses them, which is the safe side.
 """
 
 import functools
