@@ -255,11 +255,15 @@ class SentencePieceTokenizer(Tokenizer):
         return self._tokenizer.tokenize(prepare(texts, self.lower_case, self.keep_accents))
 
     def _join(self, ids):
+        """The model's detokenization, made valid UTF-8: a model with byte pieces (`<0xE2>`)
+        can end a text inside a character, and TF Serving's REST API refuses a string output
+        that is not UTF-8; such bytes become U+FFFD."""
         if isinstance(ids, tf.RaggedTensor) and ids.ragged_rank > 1:
-            return ids.with_flat_values(self._join(ids.values))
+            return ids.with_values(self._join(ids.values))
         if not isinstance(ids, tf.RaggedTensor) and ids.shape.rank == 1:
-            return self._tokenizer.detokenize(ids[tf.newaxis])[0]
-        return self._tokenizer.detokenize(ids)
+            return self._join(ids[tf.newaxis])[0]
+        text = self._tokenizer.detokenize(ids)
+        return tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace")
 
     def __repr__(self):
         return (

@@ -272,3 +272,31 @@ def test_word_level_tasks_refuse_it_and_the_classifier_takes_it(albert):
     texts, labels = ["Good night, sweet prince.", "Alas, poor Yorick!"], [0, 1]
     classifier.fit((texts, labels), batch_size=2, epochs=1, steps_per_epoch=1, verbose=0)
     assert classifier.classify(texts) in ([0, 0], [0, 1], [1, 0], [1, 1])
+
+
+def test_detokenized_text_is_valid_utf8_even_from_byte_pieces(tmp_path):
+    # A model with byte fallback (pieces <0x00> .. <0xFF>) can stop inside a character.
+    writer = __import__("io").BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(["to be or not to be, that is the question"] * 40),
+        model_writer=writer,
+        vocab_size=300,
+        byte_fallback=True,
+        pad_id=0,
+        unk_id=1,
+        bos_id=-1,
+        eos_id=-1,
+        control_symbols=["[CLS]", "[SEP]", "[MASK]"],
+        hard_vocab_limit=False,
+        minloglevel=2,
+    )
+    tokenizer = SentencePieceTokenizer(writer.getvalue())
+    ids = tokenizer.tokenize("café → ok").numpy().tolist()
+    arrow = tokenizer.token_id("<0xE2>")  # the first byte of "→" (E2 86 92)
+    assert arrow in ids
+    cut = ids[: ids.index(arrow) + 1]  # ends inside the arrow
+    text = tokenizer.detokenize(tf.ragged.constant([cut, ids])).numpy()
+    assert text[0].decode("utf-8").endswith("\ufffd")
+    assert text[1].decode("utf-8") == "cafe → ok"
+    words = tokenizer.detokenize(tf.ragged.constant([[[5, 6], [7]], [[8]]], ragged_rank=2))
+    assert words.shape[0] == 2 and words[0].shape[0] == 2
