@@ -212,17 +212,37 @@ def xlnet_from_pretrained(directory, **xlnet_arguments):
         ValueError: as `bert_from_pretrained`, naming the file and the field or weight.
     """
     directory = _checkpoint_directory(directory, "XLNet")
+    model = xlnet(xlnet_config_from_hf(directory / CONFIG_FILE), **xlnet_arguments)
+    _load_xlnet_weights(model, directory)
+    return model
+
+
+def load_xlnet_pretrainer_weights(pretrainer, directory):
+    """Load a Hugging Face XLNet checkpoint into an `XLNetPretrainer` built from its config:
+    its two-stream network (see `xlnet_from_pretrained`) and, where the checkpoint has it
+    (`XLNetLMHeadModel`), the LM head's bias `lm_loss.bias` (its weights are the tied word
+    embedding). Returns whether the bias was loaded."""
+    directory = _checkpoint_directory(directory, "XLNet")
+    _load_xlnet_weights(pretrainer.network, directory)
+    tensors = load_file(str(directory / WEIGHTS_FILE))
+    if "lm_loss.bias" not in tensors:
+        return False
+    entry = ("lm_loss.bias", pretrainer.lm_bias, tuple(pretrainer.lm_bias.shape), None)
+    _assign_entries([entry], tensors, directory / WEIGHTS_FILE)
+    return True
+
+
+def _load_xlnet_weights(model, directory):
+    """Assign the XLNet checkpoint in `directory` to `model`, an `xlnet()` model of its config."""
     config = xlnet_config_from_hf(directory / CONFIG_FILE)
     weights = _load_weights(directory / WEIGHTS_FILE, "transformer.")
     if "sequence_summary.summary.weight" in weights:
         weights["pooler.weight"] = weights.pop("sequence_summary.summary.weight")
         weights["pooler.bias"] = weights.pop("sequence_summary.summary.bias")
-    model = xlnet(config, **xlnet_arguments)
     entries = _xlnet_weight_map(model, config, pooler="pooler.weight" in weights)
     if not any(layer.name == "mask_embedding" for layer in model.layers):
         weights.pop("mask_emb", None)
     _assign_weights(model, entries, weights, directory / WEIGHTS_FILE, keep=("pooler",))
-    return model
 
 
 def load_pretrainer_weights(pretrainer, directory):

@@ -2,11 +2,18 @@
 
 import dataclasses
 import math
+import os
 
 import tensorflow as tf
 
 from lmpipe.arguments import check_bool, check_number
+from lmpipe.datasets.sentence_piece import SentencePieceTokenizer
 from lmpipe.datasets.xlnet_examples import check_xlnet_arguments, special_ids, xlnet_examples
+from lmpipe.models.pretrained import (
+    checkpoint_model_type,
+    load_xlnet_pretrainer_weights,
+    xlnet_config_from_hf,
+)
 from lmpipe.models.xlnet import XLNetConfig, check_memory_arguments
 from lmpipe.models.xlnet_pretrainer import XLNetPretrainer
 from lmpipe.pipelines.distribution import distribution_strategy, per_replica_batch_size
@@ -128,6 +135,25 @@ class XLNetPretraining(EncoderPipeline):
     def default_config(self):
         return XLNetConfig.tiny(vocabulary_size=self.tokenizer.vocabulary_size)
 
+    @classmethod
+    def from_pretrained(cls, directory, **options):
+        """Continue pretraining a Hugging Face XLNet checkpoint folder: its SentencePiece
+        tokenizer (`spiece.model`), its configuration, and its weights (and `lm_loss.bias`
+        where it has one) in the model `fit` builds (see
+        `lmpipe.models.pretrained.load_xlnet_pretrainer_weights`). `options` as the
+        constructor's; a resumed run reads its checkpoint instead."""
+        found = checkpoint_model_type(directory)
+        if found != "xlnet":
+            raise ValueError(
+                f"{directory} holds a {found!r} checkpoint; XLNetPretraining.from_pretrained "
+                "reads 'xlnet' ones."
+            )
+        tokenizer = SentencePieceTokenizer.from_pretrained(directory)
+        config = xlnet_config_from_hf(os.path.join(directory, "config.json"))
+        pipe = cls(tokenizer, config, **options)
+        pipe.pretrained = os.fspath(directory)
+        return pipe
+
     # Data -------------------------------------------------------------------------------------
 
     def dataset(self, corpus, batch_size, epochs=None, input_context=None, shuffle_buffer=1024):
@@ -207,7 +233,7 @@ class XLNetPretraining(EncoderPipeline):
         default, those of the fit that builds it)."""
         options = self.options
         batch_size = self._fit_batch_size if batch_size is None else batch_size
-        return XLNetPretrainer(
+        model = XLNetPretrainer(
             self.config,
             max_predictions=options.max_predictions,
             mem_len=options.mem_len,
@@ -215,6 +241,9 @@ class XLNetPretraining(EncoderPipeline):
             batch_size=batch_size if options.mem_len else None,
             bi_data=options.bidirectional,
         )
+        if getattr(self, "pretrained", None):
+            load_xlnet_pretrainer_weights(model, self.pretrained)
+        return model
 
     @property
     def encoder(self):

@@ -11,9 +11,12 @@ import pytest
 import tensorflow as tf
 from safetensors.numpy import load_file, save_file
 
-from lmpipe.datasets import SentencePieceTokenizer
+from lmpipe.datasets import SentencePieceTokenizer, TextCorpus
 from lmpipe.datasets.packing import pack_segments
 from lmpipe.models import xlnet_from_pretrained
+from lmpipe.models.pretrained import load_xlnet_pretrainer_weights, xlnet_config_from_hf
+from lmpipe.models.xlnet_pretrainer import XLNetPretrainer
+from lmpipe.pipelines import XLNetPretraining
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 CHECKPOINT = FIXTURES / "xlnet_tiny"
@@ -99,3 +102,52 @@ def test_a_missing_weight_is_named(tmp_path):
     save_file(weights, str(folder / "model.safetensors"))
     with pytest.raises(ValueError, match="lacks 1 encoder weight.*'layer.1.rel_attn.r_s_bias'"):
         xlnet_from_pretrained(folder)
+
+
+def test_the_pretrainer_loads_the_lm_head_and_matches_transformers_with_memory(tmp_path):
+    # The two-stream fixture of make_xlnet_reference.py (HF weights, perm_mask, memory),
+    # written as a checkpoint folder and read by the library's loader.
+    reference = dict(np.load(FIXTURES / "xlnet_reference.npz"))
+    prefix = "weights/"
+    weights = {k[len(prefix) :]: v for k, v in reference.items() if k.startswith(prefix)}
+    save_file(
+        {k: np.ascontiguousarray(v) for k, v in weights.items()},
+        str(tmp_path / "model.safetensors"),
+    )
+    config = {
+        "model_type": "xlnet",
+        "architectures": ["XLNetLMHeadModel"],
+        **{"vocab_size": 100, "d_model": 16, "n_layer": 2, "n_head": 2, "d_inner": 32},
+        **{"ff_activation": "gelu", "dropout": 0.0, "clamp_len": -1},
+    }
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    pretrainer = XLNetPretrainer(
+        xlnet_config_from_hf(tmp_path / "config.json"),
+        max_predictions=3,
+        mem_len=6,
+        reuse_len=5,
+        batch_size=2,
+    )
+    assert load_xlnet_pretrainer_weights(pretrainer, tmp_path)
+    pretrainer._memory.assign(
+        np.concatenate([np.zeros((2, 2, 2, 16), "float32"), reference["memory"]], axis=2)
+    )
+    pretrainer._memory_mask.assign(np.array([[0, 0, 1, 1, 1, 1]] * 2, "int32"))
+    names = ("token_ids", "segment_ids", "padding_mask", "perm_mask", "target_mapping")
+    logits = pretrainer({name: reference[name] for name in names})["lm_logits"]
+    np.testing.assert_allclose(np.asarray(logits), reference["lm_logits"], atol=1e-5)
+
+
+def test_xlnet_pretraining_continues_from_the_folder():
+    pipe = XLNetPretraining.from_pretrained(CHECKPOINT, seq_len=16, reuse_len=8)
+    assert type(pipe.tokenizer) is SentencePieceTokenizer and pipe.config.hidden_dim == 32
+    model = pipe.build_model(batch_size=2)
+    weights = load_file(str(CHECKPOINT / "model.safetensors"))
+    np.testing.assert_array_equal(model.lm_bias.numpy(), weights["lm_loss.bias"])
+    documents = [["To be, or not to be.", "That is the question."]] * 4
+    history = pipe.fit(
+        TextCorpus.from_documents(documents), batch_size=2, epochs=1, steps_per_epoch=2, verbose=0
+    )
+    assert np.isfinite(history.history["loss"][-1])
+    with pytest.raises(ValueError, match="holds a 'albert' checkpoint"):
+        XLNetPretraining.from_pretrained(FIXTURES / "albert_tiny")
