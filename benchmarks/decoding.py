@@ -89,7 +89,7 @@ def main():
     hub_beam = keras_hub_search(model, keras_hub.samplers.BeamSampler(num_beams=BEAM))
     hub_greedy = keras_hub_search(model, keras_hub.samplers.GreedySampler())
 
-    greedy_ids, _ = lmpipe_greedy(encoder_ids, encoder_mask)
+    greedy_ids = lmpipe_greedy(encoder_ids, encoder_mask).token_ids
     hub_ids = hub_greedy(encoder_ids, encoder_mask)[:, 1:]
     if np.any(greedy_ids.numpy() == EOS):
         print("note: greedy search produced EOS; lmpipe may have stopped early")
