@@ -122,7 +122,7 @@ def written_folders(example):
     for line in example.source.splitlines():
         for match in pattern.finditer(line):
             path = next(group for group in match.groups() if group)
-            folder = output_folder(pathlib.Path(path.rstrip("/") + "/x"))
+            folder = output_folder(pathlib.Path(path))
             command = re.sub(r"^pip install [^&;]*&&\s*", "", line.split("#")[0].strip())
             written.setdefault(folder, []).append(command)
     return written

@@ -16,7 +16,6 @@ begin with "▁" (U+2581); every other piece continues the word before it, which
 whole-word and n-gram masking read from `continuation_mask`.
 """
 
-import json
 import os
 import pathlib
 
@@ -24,8 +23,6 @@ import tensorflow as tf
 import tensorflow_text as text
 
 from lmpipe.datasets.tokenizer import (
-    CONFIG_FILE,
-    FORMAT_VERSION,
     Tokenizer,
     hf_tokenizer_settings,
 )
@@ -164,7 +161,7 @@ class SentencePieceTokenizer(Tokenizer):
     def load(cls, directory):
         """Read a tokenizer written by `save`: `spiece.model` and `tokenizer.json`."""
         directory = os.fspath(directory)
-        config, flags, _ = cls.saved_config(directory, ["lower_case", "keep_accents"])
+        config, flags = cls.saved_config(directory, ["lower_case", "keep_accents"])
         path = os.path.join(directory, config.get("model_file", MODEL_FILE))
         return cls.from_model_file(path, **flags)
 
@@ -173,17 +170,13 @@ class SentencePieceTokenizer(Tokenizer):
         directory = pathlib.Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         (directory / MODEL_FILE).write_bytes(self._model)
-        config = {
-            "format": self.FORMAT,
-            "format_version": FORMAT_VERSION,
-            "lower_case": self.lower_case,
-            "keep_accents": self.keep_accents,
-            "model_file": MODEL_FILE,
-            "vocabulary_size": self.vocabulary_size,
-        }
-        with open(directory / CONFIG_FILE, "w", encoding="utf-8") as file:
-            json.dump(config, file, indent=2)
-            file.write("\n")
+        self.write_config(
+            directory,
+            lower_case=self.lower_case,
+            keep_accents=self.keep_accents,
+            model_file=MODEL_FILE,
+            vocabulary_size=self.vocabulary_size,
+        )
 
     @classmethod
     def train(

@@ -186,10 +186,18 @@ class Tokenizer(tf.Module):
 
     # ------------------------------------------------------------------ for subclasses
 
+    def write_config(self, directory, **fields):
+        """Write `directory`'s tokenizer.json: the class's format and version, and `fields`
+        (what `saved_config` reads back)."""
+        config = {"format": self.FORMAT, "format_version": FORMAT_VERSION, **fields}
+        with open(os.path.join(directory, CONFIG_FILE), "w", encoding="utf-8") as file:
+            json.dump(config, file, indent=2)
+            file.write("\n")
+
     @classmethod
     def saved_config(cls, directory, flags):
         """What `save` wrote to `directory`'s tokenizer.json, checked to be this class's format
-        and version and `flags` to be booleans: `(config, {flag: value}, config path)`."""
+        and version and `flags` to be booleans: `(config, {flag: value})`."""
         directory = os.fspath(directory)
         path = os.path.join(directory, CONFIG_FILE)
         config = read_config(directory, f" (write one with {cls.__name__}.save)")
@@ -205,7 +213,7 @@ class Tokenizer(tf.Module):
         for flag, value in values.items():
             if not isinstance(value, bool):
                 raise ValueError(f"{path}: `{flag}` must be true or false.")
-        return config, values, path
+        return config, values
 
     def _tokenize_batch(self, texts):
         """`[N]` strings to int32 ids `[N, (pieces)]`."""

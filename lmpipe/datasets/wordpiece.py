@@ -27,7 +27,6 @@ such as "[MASK]" is ordinary text ("[", "mask", "]"), never a special token, as 
 original BERT tokenizer (Hugging Face matches it as an added token).
 """
 
-import json
 import os
 import pathlib
 import re
@@ -36,8 +35,6 @@ import tensorflow as tf
 import tensorflow_text as text
 
 from lmpipe.datasets.tokenizer import (
-    CONFIG_FILE,
-    FORMAT_VERSION,
     Tokenizer,
     hf_tokenizer_settings,
 )
@@ -208,7 +205,7 @@ class WordPieceTokenizer(Tokenizer):
     def load(cls, directory):
         """Read a tokenizer written by `save`: `vocab.txt` and `tokenizer.json` in `directory`."""
         directory = os.fspath(directory)
-        config, flags, _ = cls.saved_config(directory, ["lower_case"])
+        config, flags = cls.saved_config(directory, ["lower_case"])
         lower_case = flags["lower_case"]
         vocabulary = os.path.join(directory, config.get("vocabulary_file", VOCABULARY_FILE))
         return cls.from_vocab_file(vocabulary, lower_case=lower_case)
@@ -219,17 +216,13 @@ class WordPieceTokenizer(Tokenizer):
         directory.mkdir(parents=True, exist_ok=True)
         with open(directory / VOCABULARY_FILE, "w", encoding="utf-8", newline="\n") as file:
             file.writelines(token + "\n" for token in self._tokens)
-        config = {
-            "format": self.FORMAT,
-            "format_version": FORMAT_VERSION,
-            "lower_case": self.lower_case,
-            "vocabulary_file": VOCABULARY_FILE,
-            "vocabulary_size": self.vocabulary_size,
-            "max_chars_per_word": MAX_CHARS_PER_WORD,
-        }
-        with open(directory / CONFIG_FILE, "w", encoding="utf-8") as file:
-            json.dump(config, file, indent=2)
-            file.write("\n")
+        self.write_config(
+            directory,
+            lower_case=self.lower_case,
+            vocabulary_file=VOCABULARY_FILE,
+            vocabulary_size=self.vocabulary_size,
+            max_chars_per_word=MAX_CHARS_PER_WORD,
+        )
 
     @classmethod
     def train(

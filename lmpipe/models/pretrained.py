@@ -213,7 +213,7 @@ def xlnet_from_pretrained(directory, **xlnet_arguments):
     """
     directory = _checkpoint_directory(directory, "XLNet")
     model = xlnet(xlnet_config_from_hf(directory / CONFIG_FILE), **xlnet_arguments)
-    _load_xlnet_weights(model, directory)
+    _load_xlnet_weights(model, directory, _read_tensors(directory / WEIGHTS_FILE))
     return model
 
 
@@ -223,8 +223,8 @@ def load_xlnet_pretrainer_weights(pretrainer, directory):
     (`XLNetLMHeadModel`), the LM head's bias `lm_loss.bias` (its weights are the tied word
     embedding). Returns whether the bias was loaded."""
     directory = _checkpoint_directory(directory, "XLNet")
-    _load_xlnet_weights(pretrainer.network, directory)
-    tensors = load_file(str(directory / WEIGHTS_FILE))
+    tensors = _read_tensors(directory / WEIGHTS_FILE)
+    _load_xlnet_weights(pretrainer.network, directory, tensors)
     if "lm_loss.bias" not in tensors:
         return False
     entry = ("lm_loss.bias", pretrainer.lm_bias, tuple(pretrainer.lm_bias.shape), None)
@@ -232,10 +232,11 @@ def load_xlnet_pretrainer_weights(pretrainer, directory):
     return True
 
 
-def _load_xlnet_weights(model, directory):
-    """Assign the XLNet checkpoint in `directory` to `model`, an `xlnet()` model of its config."""
+def _load_xlnet_weights(model, directory, tensors):
+    """Assign the XLNet checkpoint in `directory` (its `tensors`, already read) to `model`, an
+    `xlnet()` model of its config."""
     config = xlnet_config_from_hf(directory / CONFIG_FILE)
-    weights = _load_weights(directory / WEIGHTS_FILE, "transformer.")
+    weights = _encoder_weights(tensors, "transformer.", directory / WEIGHTS_FILE)
     if "sequence_summary.summary.weight" in weights:
         weights["pooler.weight"] = weights.pop("sequence_summary.summary.weight")
         weights["pooler.bias"] = weights.pop("sequence_summary.summary.bias")
@@ -270,8 +271,10 @@ def load_pretrainer_weights(pretrainer, directory):
     config = pretrainer.encoder_config
     encoder = pretrainer.encoder
     weight_map = _bert_weight_map if model_type == "bert" else _albert_weight_map
-    _assign_weights(encoder, weight_map(encoder, config), _load_weights(path, prefix), path)
-    tensors = load_file(str(path))
+    tensors = _read_tensors(path)
+    _assign_weights(
+        encoder, weight_map(encoder, config), _encoder_weights(tensors, prefix, path), path
+    )
     loaded = []
     mlm = pretrainer.get_layer("mlm_head")
     width = getattr(config, "embedding_dim", config.hidden_dim)
@@ -434,11 +437,6 @@ def bert_config_from_hf(path):
     hf = _read_config(path)
     _check_model_type(path, hf, "bert", "BERT", "Bert")
     hf = {**_HF_DEFAULTS, **hf}
-    if hf["position_embedding_type"] != "absolute":
-        raise ValueError(
-            f'{path}: `position_embedding_type` must be "absolute", found '
-            f"{hf['position_embedding_type']!r}; relative position embeddings are not supported."
-        )
     for flag in ("is_decoder", "add_cross_attention"):
         if hf.get(flag):
             raise ValueError(f"{path}: `{flag}` is set; only BERT encoders can be loaded.")
@@ -448,6 +446,11 @@ def bert_config_from_hf(path):
 def _encoder_config(path, hf, config_class, name, **fields):
     """`config_class` (BertConfig or AlbertConfig) from the BERT-style fields of `hf` (the
     config.json at `path`, defaults filled in) and `fields`."""
+    if hf["position_embedding_type"] != "absolute":
+        raise ValueError(
+            f'{path}: `position_embedding_type` must be "absolute", found '
+            f"{hf['position_embedding_type']!r}; relative position embeddings are not supported."
+        )
     if hf["hidden_act"] not in _ACTIVATIONS:
         raise ValueError(
             f"{path}: unsupported `hidden_act` {hf['hidden_act']!r}; expected one of "
@@ -485,11 +488,6 @@ def albert_config_from_hf(path):
                 f"{path}: `{field}` is {hf[field]!r}; lmpipe's ALBERT shares one layer across "
                 "all layers (1 group of 1 layer, as every released ALBERT)."
             )
-    if hf["position_embedding_type"] != "absolute":
-        raise ValueError(
-            f'{path}: `position_embedding_type` must be "absolute", found '
-            f"{hf['position_embedding_type']!r}."
-        )
     return _encoder_config(path, hf, AlbertConfig, "ALBERT", embedding_dim=hf["embedding_size"])
 
 
@@ -552,10 +550,20 @@ def _checkpoint_directory(directory, name):
 
 def _load_weights(path, prefix):
     """The encoder entries of the safetensors file, keyed by their name without `prefix`."""
+    return _encoder_weights(_read_tensors(path), prefix, path)
+
+
+def _read_tensors(path):
+    """Every tensor of the safetensors file at `path`, by name."""
     try:
-        tensors = load_file(str(path))
+        return load_file(str(path))
     except Exception as error:  # safetensors raises its own error types for corrupt files
         raise ValueError(f"{path} could not be read as a safetensors file: {error}") from error
+
+
+def _encoder_weights(tensors, prefix, path):
+    """The encoder entries of `tensors` (read from `path`), keyed by their name without
+    `prefix`: the heads and the position-ids buffer left out."""
     weights = {}
     for name, array in tensors.items():
         if name.endswith("position_ids"):

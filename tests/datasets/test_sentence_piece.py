@@ -1,6 +1,7 @@
 """SentencePieceTokenizer: parity with Hugging Face's ALBERT and XLNet tokenizers and with the
 sentencepiece package, special tokens, words, files, the graph, training."""
 
+import io
 import json
 import pathlib
 import unicodedata
@@ -195,7 +196,7 @@ def test_bad_model_files_are_refused_with_their_name(tmp_path):
     (tmp_path / "junk.model").write_bytes(b"\x00\x01 not a model")
     with pytest.raises(ValueError, match="junk.model: not a SentencePiece model"):
         SentencePieceTokenizer.from_model_file(tmp_path / "junk.model")
-    writer = __import__("io").BytesIO()
+    writer = io.BytesIO()
     sentencepiece.SentencePieceTrainer.train(
         sentence_iterator=iter(["to be or not to be"] * 50 + ["that is the question"] * 50),
         model_writer=writer,
@@ -276,7 +277,7 @@ def test_word_level_tasks_refuse_it_and_the_classifier_takes_it(albert):
 
 def test_detokenized_text_is_valid_utf8_even_from_byte_pieces(tmp_path):
     # A model with byte fallback (pieces <0x00> .. <0xFF>) can stop inside a character.
-    writer = __import__("io").BytesIO()
+    writer = io.BytesIO()
     sentencepiece.SentencePieceTrainer.train(
         sentence_iterator=iter(["to be or not to be, that is the question"] * 40),
         model_writer=writer,
