@@ -5,6 +5,7 @@ lmpipe pretrain bert --out runs/bert           # bundled Shakespeare corpus, the
 lmpipe pretrain albert --corpus 'wiki/*.txt' --vocab-size 30000 --steps 100000
 lmpipe pretrain xlnet --out runs/xlnet --reuse-len 64   # permutation LM with memory
 lmpipe pretrain gpt --out runs/gpt --seq-len 64          # next-token LM; elmo: both ways
+lmpipe pretrain gpt --pretrained hf-gpt2-folder --corpus 'mine/*.txt' --out runs/my-gpt2
 lmpipe train translation --pairs en-es.tsv --out runs/mt   # TSV pairs, or the Bible
 lmpipe finetune classify --pretrained runs/bert --train reviews.csv --out runs/reviews
 lmpipe finetune tokens --pretrained runs/bert --train eng.train --out runs/ner
@@ -32,12 +33,16 @@ PRESETS = {
     "elmo": ("tiny", "small", "medium", "original"),
 }
 DEFAULT_PRESETS = {"bert": "mini", "albert": "tiny", "xlnet": "tiny", "gpt": "tiny", "elmo": "tiny"}
-SENTENCE_PIECE_MODELS = ("albert", "xlnet")
-"""The models whose papers tokenize with SentencePiece (the others default to WordPiece)."""
+PAPER_TOKENIZERS = {"albert": "sentencepiece", "xlnet": "sentencepiece", "gpt": "bpe"}
+"""The tokenizers of the models' papers (the others default to WordPiece)."""
 PAIR_MODELS = ("bert", "albert")
+"""The models with a sentence-pair objective (`--objective`)."""
+PRETRAINED_MODELS = ("bert", "albert", "xlnet", "gpt")
+"""The models whose pretraining continues from a Hugging Face folder (`--pretrained`)."""
+FOLDER_GIVES = ("--tokenizer", "--vocab", "--vocab-size", "--cased", "--preset")
+"""The flags a `--pretrained` folder answers (its tokenizer and configuration)."""
 MAX_HELD_OUT_BYTES = 2**30
 """The largest corpus (in files) `--held-out` splits in memory."""
-"""The models with a sentence-pair objective (`--objective`)."""
 WORD2VEC_FLAGS = ("--method", "--vector-size", "--window", "--min-count", "--negative")
 NOT_FOR_WORD2VEC = (
     "--steps",
@@ -45,6 +50,7 @@ NOT_FOR_WORD2VEC = (
     "--tokenizer",
     "--vocab",
     "--vocab-size",
+    "--pretrained",
     "--preset",
     "--objective",
     "--reuse-len",
@@ -97,6 +103,7 @@ def _tokenizer_source(arguments):
         "vocab_size": None if arguments.vocab else arguments.vocab_size,
         "cased": arguments.cased,
         "tokenizer": arguments.tokenizer,
+        "pretrained": os.path.abspath(arguments.pretrained) if arguments.pretrained else None,
     }
 
 
@@ -115,6 +122,7 @@ def _check_tokenizer_source(arguments):
         ) from None
     wanted = _tokenizer_source(arguments)
     recorded.setdefault("tokenizer", "wordpiece")  # runs from before SentencePiece
+    recorded.setdefault("pretrained", None)  # runs from before --pretrained
     options = {
         "corpus": "--corpus",
         "format": "--format",
@@ -122,6 +130,7 @@ def _check_tokenizer_source(arguments):
         "vocab_size": "--vocab-size",
         "cased": "--cased",
         "tokenizer": "--tokenizer",
+        "pretrained": "--pretrained",
     }
     differences = [
         f"{flag} {recorded.get(name)!r} then, {wanted[name]!r} now"
@@ -166,11 +175,19 @@ def _tokenizer(arguments, corpus, chief=True):
 
 
 def _new_tokenizer(arguments, corpus):
-    """The tokenizer of `--vocab`, or one of `--tokenizer`'s kind learned from `corpus`."""
-    from lmpipe.datasets import SentencePieceTokenizer, WordPieceTokenizer
+    """The tokenizer of `--pretrained` or `--vocab`, or one of `--tokenizer`'s kind learned
+    from `corpus`."""
+    from lmpipe.datasets import BytePairTokenizer, SentencePieceTokenizer, WordPieceTokenizer
+    from lmpipe.datasets.tokenizer import pretrained_tokenizer
 
+    if arguments.pretrained:
+        return pretrained_tokenizer(arguments.pretrained)
     lower_case = not arguments.cased
     sentence_piece = arguments.tokenizer == "sentencepiece"
+    byte_pair = arguments.tokenizer == "bpe"
+    if arguments.vocab and byte_pair:
+        merges = os.path.join(os.path.dirname(arguments.vocab), "merges.txt")
+        return BytePairTokenizer.from_files(arguments.vocab, merges)
     if arguments.vocab and sentence_piece:
         return SentencePieceTokenizer.from_model_file(arguments.vocab, lower_case=lower_case)
     if arguments.vocab:
@@ -184,6 +201,12 @@ def _new_tokenizer(arguments, corpus):
         tokenizer = SentencePieceTokenizer.train(
             corpus, vocab_size=arguments.vocab_size, lower_case=lower_case, layout=layout
         )
+    elif byte_pair:
+        print(
+            f"Learning a {arguments.vocab_size}-token byte-level BPE (GPT-2's, cased) from the "
+            "corpus..."
+        )
+        tokenizer = BytePairTokenizer.train(corpus, vocab_size=arguments.vocab_size)
     else:
         print(f"Learning a {arguments.vocab_size}-token WordPiece vocabulary from the corpus...")
         tokenizer = WordPieceTokenizer.train(
@@ -203,6 +226,7 @@ def _check_pretrain_arguments(arguments, strategy):
     and epochs, the training options, the batch size against the replicas, and the pipeline's
     own options (sequence length against the preset's positions, ...), the latter by making
     the pipeline with a stand-in vocabulary of the special tokens."""
+    from lmpipe.datasets.byte_pair import MIN_VOCABULARY as MIN_BYTE_PAIR_VOCABULARY
     from lmpipe.datasets.sentence_piece_trainer import minimum_vocab_size
     from lmpipe.datasets.wordpiece import MIN_LEARNED_TOKENS, SPECIAL_TOKENS, WordPieceTokenizer
     from lmpipe.pipelines.distribution import per_replica_batch_size
@@ -212,6 +236,8 @@ def _check_pretrain_arguments(arguments, strategy):
     minimum = len(SPECIAL_TOKENS) + MIN_LEARNED_TOKENS
     if arguments.tokenizer == "sentencepiece":
         minimum = minimum_vocab_size("xlnet" if arguments.model == "xlnet" else "albert")
+    if arguments.tokenizer == "bpe":
+        minimum = MIN_BYTE_PAIR_VOCABULARY
     if arguments.vocab is None and arguments.vocab_size < minimum:
         raise SystemExit(
             f"error: --vocab-size must be at least {minimum}, got {arguments.vocab_size}"
@@ -223,8 +249,10 @@ def _check_pretrain_arguments(arguments, strategy):
             mixed_precision=arguments.mixed_precision,
         )
         per_replica_batch_size(strategy, arguments.batch_size)
-        stand_in = WordPieceTokenizer([*SPECIAL_TOKENS, "a"])
-        _pipeline(arguments, stand_in)
+        if arguments.pretrained:
+            _pretrained_pipeline(arguments)  # reads the folder's config and tokenizer
+        else:
+            _pipeline(arguments, WordPieceTokenizer([*SPECIAL_TOKENS, "a"]))
     except ValueError as error:
         raise SystemExit(f"error: {_as_flags(str(error))}") from None
     _check_tokenizer_source(arguments)
@@ -259,6 +287,7 @@ def _as_flags(message):
 
 
 _OPTION_FLAGS = {
+    "pretrained": "--pretrained",
     "seq_len": "--seq-len",
     "reuse_len": "--reuse-len",
     "mem_len": "--mem-len",
@@ -300,6 +329,38 @@ def _model_config(kind, preset, tokenizer, seq_len):
         vocabulary_size=tokenizer.vocabulary_size,
         max_sequence_length=min(max(seq_len, 128), positions),
     )
+
+
+def _pretrained_pipeline(arguments):
+    """The pipeline of `--pretrained`: a Hugging Face folder's tokenizer, configuration and
+    weights, with the command's options (a ValueError naming what does not fit)."""
+    from lmpipe.models.pretrained import checkpoint_model_type
+    from lmpipe.pipelines import (
+        AlbertPretraining,
+        BertPretraining,
+        GptPretraining,
+        XLNetPretraining,
+    )
+
+    families = {
+        "bert": BertPretraining,
+        "albert": AlbertPretraining,
+        "xlnet": XLNetPretraining,
+        "gpt": GptPretraining,
+    }
+    found = checkpoint_model_type(arguments.pretrained)
+    if found != {"gpt": "gpt2"}.get(arguments.model, arguments.model):
+        raise ValueError(
+            f"`pretrained` {arguments.pretrained} holds a {found!r} checkpoint, not "
+            f"{arguments.model}"
+        )
+    options = {"seq_len": arguments.seq_len, "seed": arguments.seed}
+    if arguments.model in PAIR_MODELS:
+        options["objective"] = arguments.objective
+    if arguments.model == "xlnet":
+        reuse_len = arguments.seq_len // 2 if arguments.reuse_len is None else arguments.reuse_len
+        options.update(reuse_len=reuse_len or None, mem_len=arguments.mem_len)
+    return families[arguments.model].from_pretrained(arguments.pretrained, **options)
 
 
 def _pipeline(arguments, tokenizer):
@@ -349,7 +410,10 @@ def _pretrain(arguments):
     print(corpus.describe() if hasattr(corpus, "describe") else corpus)
     corpus, validation = _held_out_documents(corpus, arguments)
     tokenizer = _tokenizer(arguments, corpus, chief=is_chief(strategy))
-    pipe = _pipeline(arguments, tokenizer)
+    if arguments.pretrained:
+        pipe = _pretrained_pipeline(arguments)
+    else:
+        pipe = _pipeline(arguments, tokenizer)
     history = pipe.fit(
         corpus,
         batch_size=arguments.batch_size,
@@ -1450,16 +1514,25 @@ def build_parser():
     )
     pretrain.add_argument(
         "--tokenizer",
-        choices=("wordpiece", "sentencepiece"),
+        choices=("wordpiece", "sentencepiece", "bpe"),
         default=None,
-        help="the tokenizer to learn or read (default: sentencepiece for albert and xlnet, as "
-        "in their papers; wordpiece for the others)",
+        help="the tokenizer to learn or read (default: as in the papers, sentencepiece for "
+        "albert and xlnet, GPT-2's byte-level bpe for gpt; wordpiece for bert and elmo)",
     )
     pretrain.add_argument(
         "--vocab",
         default=None,
-        help="a vocabulary instead of learning one: a BERT vocab.txt (WordPiece) or a "
-        "SentencePiece .model (ALBERT's or XLNet's spiece.model)",
+        help="a vocabulary instead of learning one: a BERT vocab.txt (WordPiece), a "
+        "SentencePiece .model (ALBERT's or XLNet's spiece.model) or GPT-2's vocab.json (with "
+        "its merges.txt beside it)",
+    )
+    pretrain.add_argument(
+        "--pretrained",
+        default=None,
+        metavar="FOLDER",
+        help="continue pretraining a Hugging Face checkpoint folder (bert, albert, xlnet, "
+        "gpt2): its tokenizer, configuration and weights (so no --tokenizer, --vocab, "
+        "--vocab-size, --cased or --preset)",
     )
     pretrain.add_argument(
         "--vocab-size",
@@ -1468,7 +1541,9 @@ def build_parser():
         help="the vocabulary to learn, in tokens",
     )
     pretrain.add_argument(
-        "--cased", action="store_true", help="keep case (and accents, with WordPiece)"
+        "--cased",
+        action="store_true",
+        help="keep case (and accents, with WordPiece); byte-level BPE always keeps them",
     )
     pretrain.add_argument(
         "--preset",
@@ -1909,18 +1984,39 @@ def _resolve_pretrain_flags(arguments, argv):
     for name, value in defaults.items():
         if getattr(arguments, name) is None:
             setattr(arguments, name, value)
+    if arguments.pretrained:
+        if model not in PRETRAINED_MODELS:
+            raise SystemExit(
+                f"error: --pretrained continues {', '.join(PRETRAINED_MODELS)} checkpoints, "
+                f"not {model}"
+            )
+        wrong = [flag for flag in FOLDER_GIVES if flag in given]
+        if wrong:
+            raise SystemExit(
+                f"error: {', '.join(wrong)} cannot go with --pretrained: the folder gives the "
+                "tokenizer and the model's configuration"
+            )
     if arguments.preset is None:
         arguments.preset = DEFAULT_PRESETS[model]
-    kind = "sentencepiece" if model in SENTENCE_PIECE_MODELS else "wordpiece"
+    kind = PAPER_TOKENIZERS.get(model, "wordpiece")
     if arguments.vocab:  # the file says which
-        kind = "sentencepiece" if arguments.vocab.endswith(".model") else "wordpiece"
+        kind = "wordpiece"
+        if arguments.vocab.endswith(".model"):
+            kind = "sentencepiece"
+        elif arguments.vocab.endswith(".json"):
+            kind = "bpe"
         if arguments.tokenizer not in (None, kind):
             raise SystemExit(
                 f"error: --vocab {arguments.vocab} is a {kind} vocabulary (a .model file is "
-                f"SentencePiece, any other a WordPiece vocab.txt), not --tokenizer "
-                f"{arguments.tokenizer}"
+                f"SentencePiece, a .json GPT-2's BPE, any other a WordPiece vocab.txt), not "
+                f"--tokenizer {arguments.tokenizer}"
             )
     arguments.tokenizer = arguments.tokenizer or kind
+    if arguments.tokenizer == "bpe" and model not in ("gpt", "elmo"):
+        raise SystemExit(
+            f"error: --tokenizer bpe has no [CLS] nor [MASK] token: it is for gpt and elmo, "
+            f"not {model}"
+        )
     if arguments.preset not in PRESETS[model]:
         raise SystemExit(f"error: --preset must be one of {', '.join(PRESETS[model])}")
     if model == "xlnet" and arguments.objective is not None:

@@ -174,8 +174,9 @@ def test_albert_and_xlnet_learn_sentence_piece_models_and_a_vocab_file_says_whic
         "bert": "wordpiece",
         "albert": "sentencepiece",
         "xlnet": "sentencepiece",
-        "gpt": "wordpiece",
+        "gpt": "bpe",
     }
+    assert resolved("elmo").tokenizer == "wordpiece"
     assert resolved("albert", "--tokenizer", "wordpiece").tokenizer == "wordpiece"
     assert resolved("albert", "--vocab", str(vocab)).tokenizer == "wordpiece"
     assert resolved("bert", "--vocab", str(spiece)).tokenizer == "sentencepiece"
@@ -603,3 +604,75 @@ def test_held_out_draws_documents_or_a_number_of_them_and_refuses_bad_values(cap
         arguments.held_out = value
         with pytest.raises(SystemExit, match=message):
             _held_out_documents(corpus, arguments)
+
+
+GPT2_FOLDER = pathlib.Path(__file__).parent / "models" / "fixtures" / "gpt2_tiny"
+
+
+def test_gpt_learns_byte_level_bpe_and_reads_gpt2s_files(tmp_path):
+    from lmpipe.cli import _resolve_pretrain_flags, _tokenizer, build_parser
+    from lmpipe.datasets import BytePairTokenizer, TextCorpus
+
+    def resolved(*options):
+        argv = ["pretrain", *options, "--out", str(tmp_path / "run")]
+        arguments = build_parser().parse_args(argv)
+        _resolve_pretrain_flags(arguments, argv)
+        return arguments
+
+    arguments = resolved("gpt", "--vocab-size", "400")
+    assert arguments.tokenizer == "bpe"
+    learned = _tokenizer(arguments, TextCorpus.shakespeare(plays=["hamlet"]), chief=True)
+    assert type(learned) is BytePairTokenizer and learned.vocabulary_size == 400
+    kept = _tokenizer(arguments, corpus=None, chief=True)  # read back from OUT/tokenizer
+    assert kept.vocabulary == learned.vocabulary and kept.merges == learned.merges
+    given = resolved("gpt", "--vocab", str(GPT2_FOLDER / "vocab.json"))
+    assert given.tokenizer == "bpe"
+    read = _tokenizer(given, corpus=None, chief=False)
+    assert read.merges == BytePairTokenizer.from_pretrained(GPT2_FOLDER).merges
+    with pytest.raises(SystemExit, match="--tokenizer bpe has no .CLS. nor .MASK. token"):
+        resolved("bert", "--tokenizer", "bpe")
+    with pytest.raises(SystemExit, match="is a bpe vocabulary .* not --tokenizer wordpiece"):
+        resolved("gpt", "--vocab", str(GPT2_FOLDER / "vocab.json"), "--tokenizer", "wordpiece")
+
+
+@pytest.mark.usefixtures("no_corpus")
+@pytest.mark.parametrize(
+    "model, options, message",
+    [
+        ("gpt", ["--preset", "small"], "--preset cannot go with --pretrained: the folder gives"),
+        ("gpt", ["--cased", "--vocab-size", "500"], "--vocab-size, --cased cannot go with"),
+        ("elmo", [], "--pretrained continues bert, albert, xlnet, gpt checkpoints, not elmo"),
+        ("bert", [], f"--pretrained {GPT2_FOLDER} holds a 'gpt2' checkpoint, not bert"),
+        ("gpt", ["--seq-len", "65"], "--seq-len=65 exceeds the model's max_sequence_length"),
+        ("word2vec", [], "--pretrained is not for word2vec"),
+    ],
+)
+def test_pretrained_flags_are_checked_before_the_corpus_is_read(tmp_path, model, options, message):
+    from lmpipe.cli import main
+
+    with pytest.raises(SystemExit, match=re.escape(message).replace("\\.\\*", ".*")):
+        main(
+            ["pretrain", model, "--out", str(tmp_path), "--pretrained", str(GPT2_FOLDER), *options]
+        )
+
+
+def test_pretrain_continues_a_hugging_face_gpt2_folder_and_exports(tmp_path, capsys):
+    from lmpipe.cli import main
+    from lmpipe.datasets import BytePairTokenizer
+    from lmpipe.models import gpt2_from_pretrained
+    from lmpipe.pipelines import load
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join(["To be, or not to be.\nThat is the question."] * 12) + "\n")
+    out = tmp_path / "run"
+    command = ["pretrain", "gpt", "--pretrained", str(GPT2_FOLDER), "--corpus", str(corpus)]
+    command += ["--out", str(out), "--seq-len", "16", "--steps", "2", "--epochs", "1"]
+    command += ["--batch-size", "2", "--held-out", "0", "--learning-rate", "1e-4"]
+    assert main(command) == 0
+    assert "perplexity" in capsys.readouterr().out
+    pipe = load(str(out / "pipeline"))
+    assert pipe.tokenizer.merges == BytePairTokenizer.from_pretrained(GPT2_FOLDER).merges
+    start = gpt2_from_pretrained(GPT2_FOLDER).token_embedding.embeddings.numpy()
+    moved = np.abs(pipe.model.token_embedding.embeddings.numpy() - start).max()
+    assert 0 < moved < 1e-3  # two steps at 1e-4 from the folder's weights
+    assert (out / "serving" / "1" / "saved_model.pb").is_file()

@@ -1,6 +1,7 @@
 """tf.data building blocks of lmpipe: corpora, tokenizers and pretraining transforms."""
 
 from lmpipe.datasets.bert_examples import bert_examples
+from lmpipe.datasets.byte_pair import BytePairTokenizer
 from lmpipe.datasets.causal_lm import causal_lm_examples
 from lmpipe.datasets.corpus import FileStats, TextCorpus
 from lmpipe.datasets.labelled_files import LabelledFile, read_labelled
@@ -28,6 +29,7 @@ from lmpipe.datasets.wordpiece import WordPieceTokenizer
 from lmpipe.datasets.xlnet_examples import xlnet_examples
 
 __all__ = [
+    "BytePairTokenizer",
     "FileStats",
     "LabelledFile",
     "LabelledSplits",

@@ -50,7 +50,7 @@ def token_stream(tokenizer, documents):
     Returns:
         int32 `[N]`.
     """
-    tokens = documents if documents.dtype != tf.string else tokenizer.tokenize(documents)
+    tokens = documents if documents.dtype != tf.string else tokenizer.tokenize_documents(documents)
     tokens = tf.cast(tokens.merge_dims(1, 2), tf.int32)  # [G, (tokens)]
     separators = tf.fill([tokens.nrows(), 1], tf.constant(tokenizer.sep_id, tf.int32))
     ended = tf.concat([tokens, separators], axis=1)  # each document followed by [SEP]

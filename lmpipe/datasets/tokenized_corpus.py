@@ -63,7 +63,7 @@ def write_tokenized_corpus(corpus, tokenizer, directory, num_shards=1, batch_siz
     try:
         batches = corpus.documents().ragged_batch(batch_size)
         for sentences in batches:
-            tokens = tokenizer.tokenize(sentences).to_list()  # [G][S][T]
+            tokens = tokenizer.tokenize_documents(sentences).to_list()  # [G][S][T]
             for document in tokens:
                 document = [sentence for sentence in document if sentence]
                 if not document:

@@ -1,10 +1,11 @@
 """What every lmpipe tokenizer gives the pipelines: ids of text in the graph, and back.
 
-`Tokenizer` is the base of `WordPieceTokenizer` (BERT) and `SentencePieceTokenizer` (ALBERT,
-XLNet). A subclass tokenizes a batch of strings (`_tokenize_batch`) and joins pieces back into
-text (`_join`); the base gives the rest the same for both: shapes in and out, the five special
-tokens' ids, words grouped from pieces (a piece that does not continue a word starts one),
-special tokens dropped in `detokenize`, and `load_tokenizer` for a folder either wrote.
+`Tokenizer` is the base of `WordPieceTokenizer` (BERT), `SentencePieceTokenizer` (ALBERT,
+XLNet) and `BytePairTokenizer` (GPT-2). A subclass tokenizes a batch of strings
+(`_tokenize_batch`) and joins pieces back into text (`_join`); the base gives the rest the same
+for all: shapes in and out, the special tokens' ids by role, words grouped from pieces (a piece
+that does not continue a word starts one), special tokens dropped in `detokenize`, and
+`load_tokenizer` for a folder any of them wrote.
 """
 
 import json
@@ -19,6 +20,9 @@ CONFIG_FILE = "tokenizer.json"
 FORMAT_VERSION = 1
 """The version of the tokenizer.json that `save` writes and `load` reads."""
 
+ROLES = ("pad", "unk", "cls", "sep", "mask")
+"""The special-token roles, in order."""
+
 HF_TOKENIZER_CONFIG = "tokenizer_config.json"
 """A Hugging Face checkpoint folder's tokenizer settings (`do_lower_case`, `keep_accents`)."""
 
@@ -29,9 +33,10 @@ class Tokenizer(tf.Module):
 
     Args:
         tokens: the pieces, in id order.
-        special: `{role: token}` for the roles "pad", "unk", "cls", "sep", "mask".
-        special_ids: every id never produced from text but `unk`'s (the five roles'
-            and any other control token), which masked LM never predicts nor draws.
+        special: `{role: token}` for the roles among "pad", "unk", "cls", "sep", "mask" that
+            the vocabulary has ("pad" always; one token may play several roles).
+        special_ids: every id never produced from text but `unk`'s (the roles' and any
+            other control token), which masked LM never predicts nor draws.
         continuation_mask: bool `[len(tokens)]`, True for a piece that continues a word.
         lower_case: whether text is lower-cased before it is split.
         name: name of the `tf.Module`.
@@ -39,6 +44,9 @@ class Tokenizer(tf.Module):
 
     def __init__(self, tokens, special, special_ids, continuation_mask, lower_case, name=None):
         super().__init__(name=name)
+        unknown = sorted(set(special) - set(ROLES))
+        if unknown or "pad" not in special:
+            raise ValueError(f"`special` must name a pad token and only roles of {ROLES}.")
         self._tokens = tuple(tokens)
         self._ids = {token: i for i, token in enumerate(self._tokens)}
         self._special = dict(special)
@@ -86,29 +94,43 @@ class Tokenizer(tf.Module):
         return self._tokens[token_id]
 
     @property
+    def roles(self):
+        """The special-token roles this tokenizer has, in `ROLES` order: all five for BERT's,
+        ALBERT's and XLNet's; "pad", "unk" and "sep" for GPT-2's."""
+        return tuple(role for role in ROLES if role in self._special)
+
+    def _role_id(self, role, names):
+        if role not in self._special:
+            raise ValueError(
+                f"{type(self).__name__} has no {role} token ({names}); a pipeline that needs "
+                "one takes a WordPieceTokenizer or SentencePieceTokenizer."
+            )
+        return self._ids[self._special[role]]
+
+    @property
     def pad_id(self):
-        """Id of the padding token (`[PAD]`, `<pad>`)."""
+        """Id of the padding token (`[PAD]`, `<pad>`, GPT-2's `<|endoftext|>`)."""
         return self._ids[self._special["pad"]]
 
     @property
     def unk_id(self):
         """Id of the unknown token (`[UNK]`, `<unk>`)."""
-        return self._ids[self._special["unk"]]
+        return self._role_id("unk", "[UNK], <unk>")
 
     @property
     def cls_id(self):
         """Id of the classification token (`[CLS]`, `<cls>`)."""
-        return self._ids[self._special["cls"]]
+        return self._role_id("cls", "[CLS], <cls>")
 
     @property
     def sep_id(self):
-        """Id of the separator (`[SEP]`, `<sep>`)."""
-        return self._ids[self._special["sep"]]
+        """Id of the separator (`[SEP]`, `<sep>`, GPT-2's `<|endoftext|>`)."""
+        return self._role_id("sep", "[SEP], <sep>")
 
     @property
     def mask_id(self):
         """Id of the mask token (`[MASK]`, `<mask>`)."""
-        return self._ids[self._special["mask"]]
+        return self._role_id("mask", "[MASK], <mask>")
 
     @property
     def special_token_ids(self):
@@ -147,6 +169,13 @@ class Tokenizer(tf.Module):
         if rank == 1:
             return self._tokenize_batch(texts)
         return _unflatten(self._tokenize_batch(tf.reshape(texts, [-1])), texts)
+
+    def tokenize_documents(self, documents):
+        """Token ids of documents of sentences: strings `[D, (sentences)]` -> int32
+        `[D, (sentences), (pieces)]`, each sentence read as in its document's running text
+        (the same as `tokenize` but for byte-level BPE, where the space between two sentences
+        belongs to the second's first piece)."""
+        return self.tokenize(documents)
 
     def tokenize_words(self, texts):
         """Token ids grouped by word: int32 `[N, (words), (pieces)]` for `[N]` texts.
@@ -309,12 +338,36 @@ def hf_tokenizer_settings(folder, defaults):
 
 def load_tokenizer(directory):
     """The tokenizer that `save` wrote to `directory`, of whichever class wrote it."""
+    from lmpipe.datasets.byte_pair import BytePairTokenizer
     from lmpipe.datasets.sentence_piece import SentencePieceTokenizer
     from lmpipe.datasets.wordpiece import WordPieceTokenizer
 
-    classes = {cls.FORMAT: cls for cls in (WordPieceTokenizer, SentencePieceTokenizer)}
+    tokenizers = (WordPieceTokenizer, SentencePieceTokenizer, BytePairTokenizer)
+    classes = {cls.FORMAT: cls for cls in tokenizers}
     kind = read_config(directory).get("format")
     if kind not in classes:
         path = os.path.join(os.fspath(directory), CONFIG_FILE)
         raise ValueError(f"{path} has format {kind!r}; lmpipe reads {', '.join(sorted(classes))}.")
     return classes[kind].load(directory)
+
+
+def pretrained_tokenizer(directory):
+    """The tokenizer of a Hugging Face checkpoint folder, by the files it holds: `vocab.json`
+    and `merges.txt` (GPT-2's byte-level BPE), `spiece.model` (ALBERT, XLNet) or `vocab.txt`
+    (BERT's WordPiece), each read by its class's `from_pretrained`."""
+    from lmpipe.datasets.byte_pair import MERGES_FILE, BytePairTokenizer
+    from lmpipe.datasets.byte_pair import VOCABULARY_FILE as BYTE_PAIR_VOCABULARY
+    from lmpipe.datasets.sentence_piece import MODEL_FILE, SentencePieceTokenizer
+    from lmpipe.datasets.wordpiece import WordPieceTokenizer
+
+    folder = os.fspath(directory)
+    if os.path.isfile(os.path.join(folder, BYTE_PAIR_VOCABULARY)):
+        return BytePairTokenizer.from_pretrained(folder)
+    if os.path.isfile(os.path.join(folder, MODEL_FILE)):
+        return SentencePieceTokenizer.from_pretrained(folder)
+    if os.path.isfile(os.path.join(folder, "vocab.txt")):
+        return WordPieceTokenizer.from_pretrained(folder)
+    raise ValueError(
+        f"No tokenizer in {folder}: a Hugging Face folder needs {BYTE_PAIR_VOCABULARY} and "
+        f"{MERGES_FILE} (GPT-2), {MODEL_FILE} (ALBERT, XLNet) or vocab.txt (BERT)."
+    )

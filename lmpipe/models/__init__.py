@@ -7,6 +7,7 @@ from lmpipe.models.gpt import GptCausalLM, GptConfig, gpt
 from lmpipe.models.pretrained import (
     albert_from_pretrained,
     bert_from_pretrained,
+    gpt2_from_pretrained,
     save_pretrained,
     untrained_copy,
     xlnet_from_pretrained,
@@ -62,6 +63,7 @@ __all__ = [
     "bert",
     "albert_from_pretrained",
     "bert_from_pretrained",
+    "gpt2_from_pretrained",
     "save_pretrained",
     "xlnet_from_pretrained",
     "untrained_copy",

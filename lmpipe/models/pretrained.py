@@ -1,5 +1,5 @@
-"""Load pretrained Hugging Face BERT, ALBERT and XLNet checkpoints into lmpipe's `bert`,
-`albert` and `xlnet` models."""
+"""Hugging Face checkpoints in and out: BERT, ALBERT, XLNet and GPT-2 folders loaded into
+lmpipe's `bert`, `albert`, `xlnet` and `gpt` models, and those models written as such folders."""
 
 import json
 import os
@@ -12,6 +12,7 @@ from safetensors.numpy import load_file
 from lmpipe.layers.initializers import seeded
 from lmpipe.models.albert import AlbertConfig, albert
 from lmpipe.models.bert import BertConfig, bert
+from lmpipe.models.gpt import GptCausalLM, GptConfig
 from lmpipe.models.xlnet import XLNetConfig, xlnet
 
 CONFIG_FILE = "config.json"
@@ -78,6 +79,26 @@ _HF_XLNET_DEFAULTS = {
     "dropout": 0.1,
     "clamp_len": -1,
     "same_length": False,
+}
+
+# transformers' `GPT2Config` defaults (GPT-2 small's sizes).
+_HF_GPT2_DEFAULTS = {
+    "vocab_size": 50257,
+    "n_positions": 1024,
+    "n_embd": 768,
+    "n_layer": 12,
+    "n_head": 12,
+    "n_inner": None,
+    "activation_function": "gelu_new",
+    "resid_pdrop": 0.1,
+    "embd_pdrop": 0.1,
+    "attn_pdrop": 0.1,
+    "layer_norm_epsilon": 1e-5,
+    "initializer_range": 0.02,
+    "scale_attn_weights": True,
+    "scale_attn_by_inverse_layer_idx": False,
+    "add_cross_attention": False,
+    "tie_word_embeddings": True,
 }
 
 # Checkpoint entries that are not part of the encoder: task heads of BertForPreTraining,
@@ -297,30 +318,218 @@ def load_pretrainer_weights(pretrainer, directory):
     return loaded
 
 
+def gpt2_from_pretrained(directory):
+    """A `GptCausalLM` carrying the weights of a Hugging Face GPT-2 checkpoint.
+
+    `directory` holds `config.json` (`model_type` "gpt2") and `model.safetensors` of a
+    `GPT2LMHeadModel` or `GPT2Model` (names with or without `transformer.`): token and position
+    embeddings, every block's LayerNorms, fused query/key/value projection (`c_attn`, split
+    into lmpipe's three), output projection and MLP, and the final LayerNorm. GPT-2 stores its
+    projections as `Conv1D` weights `[in, out]`, Keras' kernel layout. The LM head is the
+    token embedding (tied), as in every released GPT-2; a checkpoint with an untied
+    `lm_head.weight` is refused. The attention-mask buffers of older checkpoints are skipped.
+    The tokenizer is the folder's byte-level BPE: `BytePairTokenizer.from_pretrained(directory)`.
+
+    The model's logits equal `GPT2LMHeadModel`'s where positions agree: lmpipe numbers the
+    positions of a row's real tokens from 0 (`lmpipe.models.gpt.position_ids`), which is
+    GPT-2's numbering for unpadded and right-padded rows.
+
+    Raises:
+        ValueError: as `bert_from_pretrained`, naming the file and the field or weight.
+    """
+    directory = _checkpoint_directory(directory, "GPT-2")
+    config = gpt2_config_from_hf(directory / CONFIG_FILE)
+    model = GptCausalLM(config)
+    load_gpt2_weights(model, directory)
+    return model
+
+
+def load_gpt2_weights(model, directory):
+    """Assign the GPT-2 checkpoint in `directory` to `model`, a `GptCausalLM` of its config."""
+    directory = _checkpoint_directory(directory, "GPT-2")
+    path = directory / WEIGHTS_FILE
+    weights = _gpt2_weights(_read_tensors(path), path, model.config)
+    _assign_weights(model, _gpt2_weight_map(model, model.config), weights, path)
+
+
+def gpt2_config_from_hf(path):
+    """The `GptConfig` described by a Hugging Face GPT-2 `config.json` at `path`."""
+    path = pathlib.Path(path)
+    hf = _read_config(path)
+    _check_model_type(path, hf, "gpt2", "GPT-2", "GPT2")
+    hf = {**_HF_GPT2_DEFAULTS, **hf}
+    for field, wanted in (
+        ("scale_attn_weights", True),
+        ("scale_attn_by_inverse_layer_idx", False),
+        ("add_cross_attention", False),
+        ("tie_word_embeddings", True),
+    ):
+        if hf[field] != wanted:
+            raise ValueError(
+                f"{path}: `{field}` is {hf[field]!r}; lmpipe's GPT is GPT-2's architecture "
+                f"({field} {wanted!r})."
+            )
+    if hf["activation_function"] not in _ACTIVATIONS:
+        raise ValueError(
+            f"{path}: unsupported `activation_function` {hf['activation_function']!r}; "
+            f"expected one of {sorted(_ACTIVATIONS)}."
+        )
+    width = hf["n_embd"]
+    if isinstance(width, bool) or not isinstance(width, int):
+        raise ValueError(f"{path}: `n_embd` must be a positive integer, found {width!r}.")
+    try:
+        return GptConfig(
+            vocabulary_size=hf["vocab_size"],
+            hidden_dim=width,
+            num_layers=hf["n_layer"],
+            num_heads=hf["n_head"],
+            intermediate_dim=hf["n_inner"] if hf["n_inner"] is not None else 4 * width,
+            max_sequence_length=hf["n_positions"],
+            dropout=hf["resid_pdrop"],
+            activation=_ACTIVATIONS[hf["activation_function"]],
+            layer_norm_epsilon=hf["layer_norm_epsilon"],
+            initializer_range=hf["initializer_range"],
+        )
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{path} does not describe a valid GPT-2: {error}") from error
+
+
+# GPT-2's fused attention projection, split: c_attn's columns are [query | key | value].
+_QKV = ("query", "key", "value")
+
+
+def _gpt2_weights(tensors, path, config):
+    """The GPT-2 entries of `tensors` by name without `transformer.`, the attention-mask
+    buffers left out, each `c_attn` split into `c_attn.query`, `.key`, `.value`."""
+    weights = {}
+    h = config.hidden_dim
+    for name, array in tensors.items():
+        if name.endswith((".attn.bias", ".attn.masked_bias")) and array.ndim != 1:
+            continue  # the causal-mask buffers of checkpoints written before transformers 4.26
+        if name == "lm_head.weight":
+            embedding = tensors.get("transformer.wte.weight", tensors.get("wte.weight"))
+            if embedding is None or not np.array_equal(array, embedding):
+                raise ValueError(
+                    f"{path}: `lm_head.weight` differs from the token embedding `wte.weight`; "
+                    "lmpipe's GPT ties its LM head to the embedding, as GPT-2 does."
+                )
+            continue
+        key = name.removeprefix("transformer.")
+        if key in weights:
+            raise ValueError(f"{path}: weight {key!r} appears twice (with and without a prefix).")
+        weights[key] = array
+    for name in [key for key in weights if key.endswith(".attn.c_attn.weight")]:
+        fused, bias = weights.pop(name), weights.pop(name.replace(".weight", ".bias"), None)
+        if fused.shape != (h, 3 * h) or bias is None or bias.shape != (3 * h,):
+            found = (tuple(fused.shape), None if bias is None else tuple(bias.shape))
+            raise ValueError(
+                f"{path}: {name!r} and its bias have shapes {found}, expected {(h, 3 * h)} and "
+                f"{(3 * h,)} from config.json."
+            )
+        prefix = name.removesuffix(".weight")
+        for index, role in enumerate(_QKV):
+            weights[f"{prefix}.{role}.weight"] = fused[:, index * h : (index + 1) * h]
+            weights[f"{prefix}.{role}.bias"] = bias[index * h : (index + 1) * h]
+    return weights
+
+
+def _fuse_gpt2_attention(tensors, config):
+    """The inverse of `_gpt2_weights`' split: the three `c_attn.*` entries back into one."""
+    for name in [key for key in tensors if key.endswith(".attn.c_attn.query.weight")]:
+        prefix = name.removesuffix(".query.weight")
+        for kind, axis in (("weight", 1), ("bias", 0)):
+            parts = [tensors.pop(f"{prefix}.{role}.{kind}") for role in _QKV]
+            tensors[f"{prefix}.{kind}"] = np.ascontiguousarray(np.concatenate(parts, axis=axis))
+    return tensors
+
+
+def _reshaped(shape):
+    return lambda weight: weight.reshape(shape)
+
+
+def _conv1d(layer, name, in_dim, out_dim, kernel_shape=None, bias_shape=None):
+    """The entries of a GPT-2 `Conv1D` `name` (weight `[in, out]`, Keras' layout)."""
+    return [
+        (f"{name}.weight", layer.kernel, (in_dim, out_dim), _reshaped(layer.kernel.shape)),
+        (f"{name}.bias", layer.bias, (out_dim,), _reshaped(layer.bias.shape)),
+    ]
+
+
+def _gpt2_weight_map(model, config):
+    """(checkpoint name, variable, checkpoint shape, conversion) for every `GptCausalLM`
+    weight, names without `transformer.`, `c_attn` as its three parts."""
+    h, inner = config.hidden_dim, config.intermediate_dim
+    entries = [
+        ("wte.weight", model.token_embedding.embeddings, (config.vocabulary_size, h), None),
+        (
+            "wpe.weight",
+            model.position_embedding.embeddings,
+            (config.max_sequence_length, h),
+            None,
+        ),
+    ]
+    for index, block in enumerate(model.blocks):
+        prefix = f"h.{index}"
+        attention = block.self_attention
+        entries += _layer_norm(block.self_attention_layer_norm, f"{prefix}.ln_1", h)
+        for role in _QKV:
+            dense = getattr(attention, f"{role}_dense")
+            entries += _conv1d(dense, f"{prefix}.attn.c_attn.{role}", h, h)
+        entries += _conv1d(attention.output_dense, f"{prefix}.attn.c_proj", h, h)
+        entries += _layer_norm(block.output_layer_norm, f"{prefix}.ln_2", h)
+        entries += _conv1d(block.intermediate_dense, f"{prefix}.mlp.c_fc", h, inner)
+        entries += _conv1d(block.output_dense, f"{prefix}.mlp.c_proj", inner, h)
+    return entries + _layer_norm(model.final_layer_norm, "ln_f", h)
+
+
 _HF_ACTIVATIONS = {"gelu": "gelu", "gelu_approximate": "gelu_new", "relu": "relu", "silu": "silu"}
 
 
 def save_pretrained(directory, model, config, tokenizer=None):
-    """Write an lmpipe encoder as a Hugging Face checkpoint folder that `transformers` loads:
-    `config.json` and `model.safetensors` (and the tokenizer's files: `vocab.txt` or
-    `spiece.model`, with `tokenizer_config.json`).
+    """Write an lmpipe encoder or GPT as a Hugging Face checkpoint folder that `transformers`
+    loads: `config.json` and `model.safetensors` (and the tokenizer's files: `vocab.txt`,
+    `spiece.model` or `vocab.json` and `merges.txt`, with `tokenizer_config.json`).
 
     `model` is a `bert(config)`, `albert(config)` or `xlnet(config)` model (a pipeline's
-    `encoder`, or one `*_from_pretrained` loaded); the folder loads as `BertModel`,
-    `AlbertModel` or `XLNetModel` (XLNet's pooler has no place there and is left out), and
-    back with `bert_from_pretrained` / `albert_from_pretrained` / `xlnet_from_pretrained`.
+    `encoder`, or one `*_from_pretrained` loaded), or a `GptCausalLM`; the folder loads as
+    `BertModel`, `AlbertModel`, `XLNetModel` (XLNet's pooler has no place there and is left
+    out) or `GPT2LMHeadModel`, and back with `bert_from_pretrained` / `albert_from_pretrained`
+    / `xlnet_from_pretrained` / `gpt2_from_pretrained`.
 
     Args:
         directory: the folder to write (created; files in it are replaced).
-        model: the encoder.
-        config: its `BertConfig`, `AlbertConfig` or `XLNetConfig`.
-        tokenizer: a `WordPieceTokenizer` (BERT) or `SentencePieceTokenizer`, or None.
+        model: the encoder, or the GPT.
+        config: its `BertConfig`, `AlbertConfig`, `XLNetConfig` or `GptConfig`.
+        tokenizer: a `WordPieceTokenizer`, `SentencePieceTokenizer` or `BytePairTokenizer`,
+            or None.
     """
     from safetensors.numpy import save_file
 
     directory = pathlib.Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    if isinstance(config, XLNetConfig):
+    prefix = ""
+    if isinstance(config, GptConfig):
+        entries, prefix = _gpt2_weight_map(model, config), "transformer."
+        hf = {
+            "model_type": "gpt2",
+            "architectures": ["GPT2LMHeadModel"],
+            "vocab_size": config.vocabulary_size,
+            "n_positions": config.max_sequence_length,
+            "n_embd": config.hidden_dim,
+            "n_layer": config.num_layers,
+            "n_head": config.num_heads,
+            "n_inner": config.intermediate_dim,
+            "activation_function": _HF_ACTIVATIONS[config.activation],
+            "resid_pdrop": config.dropout,
+            "embd_pdrop": config.dropout,
+            "attn_pdrop": config.dropout,
+            "layer_norm_epsilon": config.layer_norm_epsilon,
+            "initializer_range": config.initializer_range,
+            "tie_word_embeddings": True,
+        }
+        if tokenizer is not None:
+            hf.update(bos_token_id=tokenizer.sep_id, eos_token_id=tokenizer.sep_id)
+    elif isinstance(config, XLNetConfig):
         entries = _xlnet_weight_map(model, config, pooler=False)
         entries = [entry for entry in entries if entry[0] != "mask_emb"]
         hf = {
@@ -369,6 +578,9 @@ def save_pretrained(directory, model, config, tokenizer=None):
         value = np.asarray(variable.numpy(), dtype="float32")
         value = convert.inverse(value) if hasattr(convert, "inverse") else value.reshape(shape)
         tensors[name] = np.ascontiguousarray(value)
+    if isinstance(config, GptConfig):
+        tensors = _fuse_gpt2_attention(tensors, config)
+    tensors = {prefix + name: value for name, value in tensors.items()}
     save_file(tensors, str(directory / WEIGHTS_FILE), metadata={"format": "pt"})
     with open(directory / CONFIG_FILE, "w", encoding="utf-8") as file:
         json.dump(hf, file, indent=2)
@@ -380,10 +592,19 @@ def save_pretrained(directory, model, config, tokenizer=None):
 def _save_hf_tokenizer(directory, tokenizer, model_type):
     """The tokenizer files a Hugging Face folder of `model_type` has (not lmpipe's own
     tokenizer.json, which transformers would take for a fast tokenizer's file)."""
+    from lmpipe.datasets.byte_pair import BytePairTokenizer
     from lmpipe.datasets.sentence_piece import MODEL_FILE, SentencePieceTokenizer
 
     settings = {"do_lower_case": tokenizer.lower_case}
-    if isinstance(tokenizer, SentencePieceTokenizer):
+    if isinstance(tokenizer, BytePairTokenizer):
+        tokenizer.write_files(directory)
+        end = tokenizer.end_token
+        settings = {
+            "tokenizer_class": "GPT2Tokenizer",
+            "add_prefix_space": tokenizer.add_prefix_space,
+            **{f"{role}_token": end for role in ("bos", "eos", "unk")},
+        }
+    elif isinstance(tokenizer, SentencePieceTokenizer):
         (directory / MODEL_FILE).write_bytes(tokenizer.model)
         settings["keep_accents"] = tokenizer.keep_accents
         names = {"xlnet": "XLNetTokenizer", "albert": "AlbertTokenizer"}
@@ -399,7 +620,7 @@ def _save_hf_tokenizer(directory, tokenizer, model_type):
 
 def checkpoint_model_type(directory):
     """The `model_type` of a Hugging Face checkpoint folder's config.json ("bert", ...)."""
-    directory = _checkpoint_directory(directory, "BERT or ALBERT")
+    directory = _checkpoint_directory(directory, "model")
     return _read_config(directory / CONFIG_FILE).get("model_type")
 
 

@@ -1,6 +1,7 @@
 """`GptPretraining`: causal LM data, a GPT model, training, evaluation, generation, export."""
 
 import dataclasses
+import os
 
 import keras
 import tensorflow as tf
@@ -8,6 +9,11 @@ import tensorflow as tf
 from lmpipe.arguments import check_number, check_positive_int, check_seed, check_texts
 from lmpipe.datasets.causal_lm import causal_lm_examples, check_causal_sequence_length
 from lmpipe.models.gpt import GptCausalLM, GptConfig
+from lmpipe.models.pretrained import (
+    checkpoint_model_type,
+    gpt2_config_from_hf,
+    load_gpt2_weights,
+)
 from lmpipe.models.samplers import generate, sampler_for, traced_function
 from lmpipe.pipelines.pipeline import PipelineOptions, TokenizerPipeline, perplexity
 from lmpipe.serving.text_export import export_text_function
@@ -33,10 +39,12 @@ class LanguageModelOptions(PipelineOptions):
 
 
 class LanguageModelPretraining(TokenizerPipeline):
-    """What the GPT and ELMo pipelines share: the causal LM data on a WordPiece tokenizer.
+    """What the GPT and ELMo pipelines share: the causal LM data on any tokenizer with a
+    separator (WordPiece, SentencePiece, GPT-2's byte-level BPE).
     Subclasses set `config_classes`, `bidirectional`, `default_config` and `build_model`."""
 
     options_class = LanguageModelOptions
+    tokenizer_roles = ("pad", "sep")
     bidirectional = False
     # Language models train well at a higher peak learning rate than `train`'s default.
     training_defaults = {"learning_rate": 3e-4}
@@ -94,7 +102,8 @@ class GptPretraining(LanguageModelPretraining):
     are read after a `[SEP]` and generation stops at `[SEP]`.
 
     Args:
-        tokenizer: a `WordPieceTokenizer`.
+        tokenizer: a `WordPieceTokenizer`, `SentencePieceTokenizer` or `BytePairTokenizer`
+            (GPT-2's; its `<|endoftext|>` is the separator).
         config: a `GptConfig`; defaults to `GptConfig.small()` sized to the tokenizer's
             vocabulary. Its `max_sequence_length` must hold `seq_len`.
         **options: the fields of `LanguageModelOptions` (`seq_len`, `group_size`, `seed`).
@@ -124,9 +133,44 @@ class GptPretraining(LanguageModelPretraining):
                 f"({config.max_sequence_length})."
             )
 
+    @classmethod
+    def from_pretrained(cls, directory, **options):
+        """A Hugging Face GPT-2 checkpoint folder as a pipeline: its tokenizer, configuration
+        and weights (see `lmpipe.models.gpt2_from_pretrained`), ready to `generate`, `evaluate`,
+        `export` or continue pretraining with `fit` (a resumed run reads its checkpoint
+        instead). The tokenizer is the folder's `vocab.json` and `merges.txt`
+        (`BytePairTokenizer`), or the `vocab.txt` or `spiece.model` of a folder that
+        `save_pretrained` wrote from a WordPiece or SentencePiece GPT. `options` as the
+        constructor's; `seq_len` must fit the checkpoint's `n_positions`."""
+        from lmpipe.datasets.tokenizer import pretrained_tokenizer
+
+        found = checkpoint_model_type(directory)
+        if found != "gpt2":
+            raise ValueError(
+                f"{directory} holds a {found!r} checkpoint; GptPretraining.from_pretrained "
+                "reads 'gpt2' ones."
+            )
+        config = gpt2_config_from_hf(os.path.join(directory, "config.json"))
+        pipe = cls(pretrained_tokenizer(directory), config, **options)
+        pipe.pretrained = os.fspath(directory)
+        pipe.model = pipe.build_model()
+        return pipe
+
     def build_model(self):
-        """A new `GptCausalLM` for the pipeline's configuration."""
-        return GptCausalLM(self.config)
+        """A new `GptCausalLM` for the pipeline's configuration, with the weights of the
+        checkpoint folder `from_pretrained` read, if any."""
+        model = GptCausalLM(self.config)
+        if getattr(self, "pretrained", None):
+            load_gpt2_weights(model, self.pretrained)
+        return model
+
+    def save_pretrained(self, directory):
+        """Write the trained model and the tokenizer as a Hugging Face folder that
+        `transformers` loads as `GPT2LMHeadModel` (see `lmpipe.models.save_pretrained`), and
+        `from_pretrained` reads back."""
+        from lmpipe.models.pretrained import save_pretrained
+
+        save_pretrained(directory, self.require_model(), self.config, self.tokenizer)
 
     def derived_metrics(self, results):
         """Adds `perplexity`, exp(mean next-token loss), to `evaluate`'s `loss`,

@@ -394,8 +394,8 @@ class Pipeline:
 
 
 class TokenizerPipeline(Pipeline):
-    """A pipeline of one WordPiece tokenizer and one model configuration (BERT, ALBERT,
-    XLNet, GPT, ELMo, the classifier).
+    """A pipeline of one tokenizer and one model configuration (BERT, ALBERT, XLNet, GPT,
+    ELMo, the classifier).
 
     Subclasses set `config_classes` (the configurations they accept) and `default_config`
     (sized to the tokenizer and the options), and may add `check_config`. The configuration's
@@ -403,13 +403,22 @@ class TokenizerPipeline(Pipeline):
     """
 
     config_classes = ()
+    # The special tokens the pipeline's data and model use (see `Tokenizer.roles`).
+    tokenizer_roles = ("pad", "unk", "cls", "sep", "mask")
 
     def __init__(self, tokenizer, config=None, **options):
         super().__init__(None, **options)
         if not isinstance(tokenizer, Tokenizer):
             raise ValueError(
-                "`tokenizer` must be a WordPieceTokenizer or SentencePieceTokenizer, got "
-                f"{type(tokenizer).__name__}."
+                "`tokenizer` must be a WordPieceTokenizer, SentencePieceTokenizer or "
+                f"BytePairTokenizer, got {type(tokenizer).__name__}."
+            )
+        missing = [role for role in self.tokenizer_roles if role not in tokenizer.roles]
+        if missing:
+            raise ValueError(
+                f"{type(self).__name__} needs a tokenizer with {', '.join(missing)} tokens; "
+                f"the {type(tokenizer).__name__} has only {', '.join(tokenizer.roles)} "
+                "(use a WordPieceTokenizer or SentencePieceTokenizer)."
             )
         self.tokenizer = tokenizer
         config = self.default_config() if config is None else config

@@ -1,7 +1,7 @@
 """One scenario, every family: the `Pipeline` surface is the same for all of them.
 
-ALBERT and XLNet run with SentencePiece models (the layouts of their papers), the others with
-WordPiece: the scenario holds for either tokenizer.
+ALBERT and XLNet run with SentencePiece models and GPT with byte-level BPE (as in their
+papers), the others with WordPiece: the scenario holds for every tokenizer.
 
 Build, `dataset`, `fit` two steps, `evaluate` (a dict of floats), `save`, load back with the
 one `lmpipe.pipelines.load` (same options, same evaluation), `export`, and serve the export
@@ -22,6 +22,7 @@ import tensorflow as tf
 
 from lmpipe import pipelines
 from lmpipe.cli import main
+from lmpipe.datasets.byte_pair import BytePairTokenizer
 from lmpipe.datasets.corpus import TextCorpus
 from lmpipe.datasets.parallel_text import ParallelCorpus
 from lmpipe.datasets.sentence_piece import SentencePieceTokenizer
@@ -75,11 +76,15 @@ def tokenizer(corpus):
 
 
 @pytest.fixture(scope="module")
-def sentence_pieces(corpus):
-    """`{"albert": ..., "xlnet": ...}`: SentencePiece models in each paper's layout."""
+def paper_tokenizers(corpus):
+    """`{"albert": ..., "xlnet": ..., "gpt": ...}`: SentencePiece models in ALBERT's and
+    XLNet's layouts, GPT-2's byte-level BPE."""
     return {
-        layout: SentencePieceTokenizer.train(corpus, vocab_size=300, layout=layout)
-        for layout in ("albert", "xlnet")
+        **{
+            layout: SentencePieceTokenizer.train(corpus, vocab_size=300, layout=layout)
+            for layout in ("albert", "xlnet")
+        },
+        "gpt": BytePairTokenizer.train(corpus, vocab_size=300),
     }
 
 
@@ -104,10 +109,11 @@ def encoder_config(tokenizer):
     )
 
 
-def families(corpus, tokenizer, translation_tokenizer, sentence_pieces):
+def families(corpus, tokenizer, translation_tokenizer, paper_tokenizers):
     """`{name: (make the pipeline, its training data, fit's arguments)}`."""
     vocabulary = tokenizer.vocabulary_size
-    albert_pieces, xlnet_pieces = sentence_pieces["albert"], sentence_pieces["xlnet"]
+    albert_pieces, xlnet_pieces = paper_tokenizers["albert"], paper_tokenizers["xlnet"]
+    byte_pairs = paper_tokenizers["gpt"]
     texts = [" ".join(document[:2]) for document in corpus.iter_documents()]
     examples = (texts, [index % 2 for index in range(len(texts))])
     # Extractive questions: the first word of each text.
@@ -160,8 +166,10 @@ def families(corpus, tokenizer, translation_tokenizer, sentence_pieces):
         ),
         "gpt": (
             lambda: pipelines.GptPretraining(
-                tokenizer,
-                GptConfig.tiny(vocabulary_size=vocabulary, hidden_dim=16, num_heads=2),
+                byte_pairs,
+                GptConfig.tiny(
+                    vocabulary_size=byte_pairs.vocabulary_size, hidden_dim=16, num_heads=2
+                ),
                 seq_len=SEQ_LEN,
                 seed=1,
             ),
@@ -247,9 +255,9 @@ PREDICT = {
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_family_goes_through_the_same_scenario(
-    family, corpus, tokenizer, translation_tokenizer, sentence_pieces, tmp_path, capsys
+    family, corpus, tokenizer, translation_tokenizer, paper_tokenizers, tmp_path, capsys
 ):
-    families_ = families(corpus, tokenizer, translation_tokenizer, sentence_pieces)
+    families_ = families(corpus, tokenizer, translation_tokenizer, paper_tokenizers)
     make, data, fit_arguments = families_[family]
     pipe = make()
     assert isinstance(pipe, pipelines.Pipeline) and pipe.model is None
