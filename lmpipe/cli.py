@@ -225,7 +225,8 @@ def _check_pretrain_arguments(arguments, strategy):
     """Check every option that can be checked without the corpus, before any work: steps
     and epochs, the training options, the batch size against the replicas, and the pipeline's
     own options (sequence length against the preset's positions, ...), the latter by making
-    the pipeline with a stand-in vocabulary of the special tokens."""
+    the pipeline with a stand-in vocabulary of the special tokens. Returns the pipeline of
+    `--pretrained` (made from its folder), None without it."""
     from lmpipe.datasets.byte_pair import MIN_VOCABULARY as MIN_BYTE_PAIR_VOCABULARY
     from lmpipe.datasets.sentence_piece_trainer import minimum_vocab_size
     from lmpipe.datasets.wordpiece import MIN_LEARNED_TOKENS, SPECIAL_TOKENS, WordPieceTokenizer
@@ -249,13 +250,13 @@ def _check_pretrain_arguments(arguments, strategy):
             mixed_precision=arguments.mixed_precision,
         )
         per_replica_batch_size(strategy, arguments.batch_size)
-        if arguments.pretrained:
-            _pretrained_pipeline(arguments)  # reads the folder's config and tokenizer
-        else:
+        pretrained = _pretrained_pipeline(arguments) if arguments.pretrained else None
+        if pretrained is None:
             _pipeline(arguments, WordPieceTokenizer([*SPECIAL_TOKENS, "a"]))
     except ValueError as error:
         raise SystemExit(f"error: {_as_flags(str(error))}") from None
     _check_tokenizer_source(arguments)
+    return pretrained
 
 
 def _check_steps(steps, epochs):
@@ -403,17 +404,14 @@ def _pretrain(arguments):
     strategy = _strategy(arguments.strategy)
     if arguments.model == "word2vec":
         return _pretrain_word2vec(arguments, strategy)
-    _check_pretrain_arguments(arguments, strategy)
+    pretrained = _check_pretrain_arguments(arguments, strategy)
     from lmpipe.pipelines.distribution import is_chief
 
     corpus = _corpus(arguments.corpus, arguments.format, arguments.max_line_bytes)
     print(corpus.describe() if hasattr(corpus, "describe") else corpus)
     corpus, validation = _held_out_documents(corpus, arguments)
     tokenizer = _tokenizer(arguments, corpus, chief=is_chief(strategy))
-    if arguments.pretrained:
-        pipe = _pretrained_pipeline(arguments)
-    else:
-        pipe = _pipeline(arguments, tokenizer)
+    pipe = pretrained or _pipeline(arguments, tokenizer)
     history = pipe.fit(
         corpus,
         batch_size=arguments.batch_size,
