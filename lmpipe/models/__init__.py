@@ -9,6 +9,7 @@ from lmpipe.models.pretrained import (
     bert_from_pretrained,
     gpt2_from_pretrained,
     save_pretrained,
+    save_pretrainer,
     untrained_copy,
     xlnet_from_pretrained,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "bert_from_pretrained",
     "gpt2_from_pretrained",
     "save_pretrained",
+    "save_pretrainer",
     "xlnet_from_pretrained",
     "untrained_copy",
     "count_parameters",

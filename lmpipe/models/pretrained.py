@@ -310,7 +310,7 @@ def load_pretrainer_weights(pretrainer, directory):
     if pretrainer.objective in ("nsp", "sop") and f"{heads['pair']}.weight" in tensors:
         pair = pretrainer.get_layer("pair_head")
         swapped = [
-            (name, variable, shape, lambda w, convert=convert: convert(w[::-1]))
+            (name, variable, shape, _RowsSwapped(convert, shape))
             for name, variable, shape, convert in _linear(pair, heads["pair"], 2, config.hidden_dim)
         ]
         _assign_entries(swapped, tensors, path)
@@ -433,7 +433,7 @@ def _gpt2_weights(tensors, path, config):
     return weights
 
 
-def _fuse_gpt2_attention(tensors, config):
+def _fuse_gpt2_attention(tensors):
     """The inverse of `_gpt2_weights`' split: the three `c_attn.*` entries back into one."""
     for name in [key for key in tensors if key.endswith(".attn.c_attn.query.weight")]:
         prefix = name.removesuffix(".query.weight")
@@ -503,13 +503,87 @@ def save_pretrained(directory, model, config, tokenizer=None):
         tokenizer: a `WordPieceTokenizer`, `SentencePieceTokenizer` or `BytePairTokenizer`,
             or None.
     """
-    from safetensors.numpy import save_file
-
     directory = pathlib.Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    prefix = ""
     if isinstance(config, GptConfig):
-        entries, prefix = _gpt2_weight_map(model, config), "transformer."
+        entries = _gpt2_weight_map(model, config)
+        entries = [(f"transformer.{name}", *rest) for name, *rest in entries]
+    elif isinstance(config, XLNetConfig):
+        entries = _xlnet_weight_map(model, config, pooler=False)
+        entries = [entry for entry in entries if entry[0] != "mask_emb"]
+    else:
+        weight_map = _albert_weight_map if isinstance(config, AlbertConfig) else _bert_weight_map
+        entries = weight_map(model, config)
+    _write_checkpoint(directory, entries, _hf_config(config, tokenizer), tokenizer)
+
+
+def save_pretrainer(directory, pretrainer, config, tokenizer=None):
+    """Write an lmpipe pretraining model with its heads as a Hugging Face folder: a
+    `BertPretrainer` as `BertForPreTraining` (`BertForMaskedLM` without a pair head), an
+    ALBERT one as `AlbertForPreTraining` (`AlbertForMaskedLM`), an `XLNetPretrainer` as
+    `XLNetLMHeadModel` (with `mask_emb` and `lm_loss.bias`). The inverse of
+    `load_pretrainer_weights` and `load_xlnet_pretrainer_weights`: the pair head's rows are
+    swapped back to Hugging Face's label order; the LM heads' output weights are the tied
+    word embedding, as in those classes. Otherwise as `save_pretrained`."""
+    directory = pathlib.Path(directory)
+    hf = _hf_config(config, tokenizer)
+    if isinstance(config, XLNetConfig):
+        entries = _xlnet_weight_map(pretrainer.network, config, pooler=False)
+        entries = [(f"transformer.{name}", *rest) for name, *rest in entries]
+        bias = pretrainer.lm_bias
+        entries.append(("lm_loss.bias", bias, tuple(bias.shape), None))
+        hf["architectures"] = ["XLNetLMHeadModel"]
+    else:
+        albert_config = isinstance(config, AlbertConfig)
+        prefix, heads = ("albert.", _ALBERT_HEADS) if albert_config else ("bert.", _BERT_HEADS)
+        weight_map = _albert_weight_map if albert_config else _bert_weight_map
+        encoder = pretrainer.encoder
+        entries = [(prefix + name, *rest) for name, *rest in weight_map(encoder, config)]
+        entries += _pretraining_head_entries(pretrainer, config, heads)
+        name = "Albert" if albert_config else "Bert"
+        kind = "ForMaskedLM" if pretrainer.objective == "mlm" else "ForPreTraining"
+        hf["architectures"] = [name + kind]
+    _write_checkpoint(directory, entries, hf, tokenizer)
+
+
+def _pretraining_head_entries(pretrainer, config, heads):
+    """The masked-LM head's entries and, with a pair objective, the pair head's (rows swapped:
+    Hugging Face's pair label 0 is lmpipe's 1)."""
+    mlm = pretrainer.get_layer("mlm_head")
+    width = getattr(config, "embedding_dim", config.hidden_dim)
+    entries = [
+        *_linear(mlm.transform_dense, heads["transform"], width, config.hidden_dim),
+        *_layer_norm(mlm.transform_layer_norm, heads["transform_norm"], width),
+        (heads["output_bias"], mlm.output_bias, (config.vocabulary_size,), None),
+    ]
+    if pretrainer.objective in ("nsp", "sop"):
+        pair = pretrainer.get_layer("pair_head")
+        entries += [
+            (name, variable, shape, _RowsSwapped(convert, shape))
+            for name, variable, shape, convert in _linear(pair, heads["pair"], 2, config.hidden_dim)
+        ]
+    return entries
+
+
+class _RowsSwapped:
+    """A conversion whose checkpoint rows (the two classes of a pair head) are in the other
+    order, and back."""
+
+    def __init__(self, convert, shape):
+        self.convert, self.shape = convert, shape
+
+    def __call__(self, weight):
+        return self.convert(weight[::-1])
+
+    def inverse(self, value):
+        inner = getattr(self.convert, "inverse", None)
+        value = inner(value) if inner else np.reshape(value, self.shape)
+        return value[::-1]
+
+
+def _hf_config(config, tokenizer):
+    """The config.json fields of a Hugging Face folder for `config` (GPT-2, XLNet, ALBERT or
+    BERT), as the bare model (`GPT2LMHeadModel` for GPT)."""
+    if isinstance(config, GptConfig):
         hf = {
             "model_type": "gpt2",
             "architectures": ["GPT2LMHeadModel"],
@@ -529,10 +603,9 @@ def save_pretrained(directory, model, config, tokenizer=None):
         }
         if tokenizer is not None:
             hf.update(bos_token_id=tokenizer.sep_id, eos_token_id=tokenizer.sep_id)
-    elif isinstance(config, XLNetConfig):
-        entries = _xlnet_weight_map(model, config, pooler=False)
-        entries = [entry for entry in entries if entry[0] != "mask_emb"]
-        hf = {
+        return hf
+    if isinstance(config, XLNetConfig):
+        return {
             "model_type": "xlnet",
             "architectures": ["XLNetModel"],
             "vocab_size": config.vocabulary_size,
@@ -550,37 +623,42 @@ def save_pretrained(directory, model, config, tokenizer=None):
             "layer_norm_eps": config.layer_norm_epsilon,
             "initializer_range": config.initializer_range,
         }
-    else:
-        albert_config = isinstance(config, AlbertConfig)
-        weight_map = _albert_weight_map if albert_config else _bert_weight_map
-        entries = weight_map(model, config)
-        hf = {
-            "model_type": "albert" if albert_config else "bert",
-            "architectures": ["AlbertModel" if albert_config else "BertModel"],
-            "vocab_size": config.vocabulary_size,
-            "hidden_size": config.hidden_dim,
-            "num_hidden_layers": config.num_layers,
-            "num_attention_heads": config.num_heads,
-            "intermediate_size": config.intermediate_dim,
-            "hidden_act": _HF_ACTIVATIONS[config.activation],
-            "max_position_embeddings": config.max_sequence_length,
-            "type_vocab_size": config.num_segments,
-            "hidden_dropout_prob": config.dropout,
-            "attention_probs_dropout_prob": config.attention_dropout,
-            "layer_norm_eps": config.layer_norm_epsilon,
-            "initializer_range": config.initializer_range,
-            "position_embedding_type": "absolute",
-        }
-        if albert_config:
-            hf.update(embedding_size=config.embedding_dim, num_hidden_groups=1, inner_group_num=1)
+    albert_config = isinstance(config, AlbertConfig)
+    hf = {
+        "model_type": "albert" if albert_config else "bert",
+        "architectures": ["AlbertModel" if albert_config else "BertModel"],
+        "vocab_size": config.vocabulary_size,
+        "hidden_size": config.hidden_dim,
+        "num_hidden_layers": config.num_layers,
+        "num_attention_heads": config.num_heads,
+        "intermediate_size": config.intermediate_dim,
+        "hidden_act": _HF_ACTIVATIONS[config.activation],
+        "max_position_embeddings": config.max_sequence_length,
+        "type_vocab_size": config.num_segments,
+        "hidden_dropout_prob": config.dropout,
+        "attention_probs_dropout_prob": config.attention_dropout,
+        "layer_norm_eps": config.layer_norm_epsilon,
+        "initializer_range": config.initializer_range,
+        "position_embedding_type": "absolute",
+    }
+    if albert_config:
+        hf.update(embedding_size=config.embedding_dim, num_hidden_groups=1, inner_group_num=1)
+    return hf
+
+
+def _write_checkpoint(directory, entries, hf, tokenizer):
+    """Write `entries`' variables (converted back to the checkpoint's layout; GPT-2's
+    query/key/value fused into `c_attn`) as model.safetensors, `hf` as config.json, and the
+    tokenizer's files, to `directory` (created; its files replaced)."""
+    from safetensors.numpy import save_file
+
+    directory.mkdir(parents=True, exist_ok=True)
     tensors = {}
     for name, variable, shape, convert in entries:
         value = np.asarray(variable.numpy(), dtype="float32")
         value = convert.inverse(value) if hasattr(convert, "inverse") else value.reshape(shape)
         tensors[name] = np.ascontiguousarray(value)
-    if isinstance(config, GptConfig):
-        tensors = _fuse_gpt2_attention(tensors, config)
-    tensors = {prefix + name: value for name, value in tensors.items()}
+    tensors = _fuse_gpt2_attention(tensors)
     save_file(tensors, str(directory / WEIGHTS_FILE), metadata={"format": "pt"})
     with open(directory / CONFIG_FILE, "w", encoding="utf-8") as file:
         json.dump(hf, file, indent=2)

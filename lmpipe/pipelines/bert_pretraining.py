@@ -144,6 +144,7 @@ class BertPretraining(EncoderPipeline):
 
     options_class = BertPretrainingOptions
     config_classes = (BertConfig, AlbertConfig)
+    pretraining_heads = True
 
     def __init__(self, tokenizer, config=None, **options):
         super().__init__(tokenizer, config, **options)

@@ -474,19 +474,31 @@ class EncoderPipeline(TokenizerPipeline):
     def encoder(self):
         raise NotImplementedError
 
-    def save_pretrained(self, directory):
-        """Write the trained encoder and the tokenizer as a Hugging Face checkpoint folder
-        (`BertModel`, `AlbertModel` or `XLNetModel`: see `lmpipe.models.save_pretrained`)."""
-        from lmpipe.models.pretrained import save_pretrained
+    # Whether the model carries pretraining heads that `save_pretrained` can write.
+    pretraining_heads = False
 
+    def save_pretrained(self, directory, heads=None):
+        """Write the trained model and the tokenizer as a Hugging Face checkpoint folder: with
+        `heads` (the default for the BERT, ALBERT and XLNet pretraining pipelines) the model
+        and its pretraining heads, `BertForPreTraining` / `BertForMaskedLM`,
+        `AlbertForPreTraining` / `AlbertForMaskedLM` or `XLNetLMHeadModel`
+        (`lmpipe.models.save_pretrainer`); without, the encoder alone, `BertModel`,
+        `AlbertModel` or `XLNetModel` (`lmpipe.models.save_pretrained`)."""
+        from lmpipe.models.pretrained import save_pretrained, save_pretrainer
+
+        heads = self.pretraining_heads if heads is None else heads
+        if heads and not self.pretraining_heads:
+            raise ValueError(f"{type(self).__name__} has no pretraining heads to write.")
         if self.config is None:
             raise ValueError(
                 f"{type(self).__name__} has no encoder configuration of its own; write its "
                 "encoder with lmpipe.models.save_pretrained(directory, pipe.encoder, config)."
             )
-        save_pretrained(
-            directory, self.require_model() and self.encoder, self.config, self.tokenizer
-        )
+        model = self.require_model()
+        if heads:
+            save_pretrainer(directory, model, self.config, self.tokenizer)
+        else:
+            save_pretrained(directory, self.encoder, self.config, self.tokenizer)
 
     def embed(self, texts, pooling="mean", batch_size=64):
         """One vector per text, a float32 numpy array `[N, hidden_dim]`.

@@ -124,6 +124,7 @@ class XLNetPretraining(EncoderPipeline):
     """
 
     options_class = XLNetPretrainingOptions
+    pretraining_heads = True
     config_classes = (XLNetConfig,)
 
     def __init__(self, tokenizer, config=None, **options):

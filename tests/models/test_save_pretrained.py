@@ -134,3 +134,54 @@ def test_a_pretraining_pipeline_writes_what_it_trained(kind, tmp_path):
         atol=1e-6,
     )
     assert (tmp_path / kind / "spiece.model").read_bytes() == pipe.tokenizer.model
+
+
+@pytest.mark.parametrize("kind", ["albert", "xlnet"])
+def test_a_pretraining_folder_written_again_has_every_tensor_transformers_wrote(kind, tmp_path):
+    from lmpipe.pipelines import AlbertPretraining, XLNetPretraining
+
+    family = {"albert": AlbertPretraining, "xlnet": XLNetPretraining}[kind]
+    pipe = family.from_pretrained(FIXTURES / f"{kind}_tiny", seq_len=16)
+    pipe.model = pipe.build_model()  # what fit starts from: the folder's weights and heads
+    pipe.save_pretrained(tmp_path / kind)
+    theirs = load_file(FIXTURES / f"{kind}_tiny" / "model.safetensors")
+    ours = load_file(tmp_path / kind / "model.safetensors")
+    assert sorted(ours) == sorted(theirs)  # the heads, mask_emb and lm_loss.bias included
+    for name, value in ours.items():
+        np.testing.assert_array_equal(value, theirs[name], err_msg=name)
+    config = json.loads((tmp_path / kind / "config.json").read_text())
+    architecture = {"albert": "AlbertForPreTraining", "xlnet": "XLNetLMHeadModel"}[kind]
+    assert config["architectures"] == [architecture]
+    pipe.save_pretrained(tmp_path / "encoder", heads=False)
+    encoder = json.loads((tmp_path / "encoder" / "config.json").read_text())
+    assert encoder["architectures"] == [{"albert": "AlbertModel", "xlnet": "XLNetModel"}[kind]]
+
+
+@pytest.mark.parametrize("objective", ["nsp", "mlm"])
+def test_bert_pretraining_heads_round_trip_with_the_pair_rows_in_hugging_faces_order(
+    objective, tmp_path
+):
+    from lmpipe.pipelines import BertPretraining, TextClassifier
+
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "to", "be", "or", "not", "##s"]
+    tokenizer = WordPieceTokenizer(words)
+    config = BertConfig.tiny(vocabulary_size=len(words), hidden_dim=8, num_heads=2)
+    pipe = BertPretraining(tokenizer, config, seq_len=16, objective=objective, seed=3)
+    pipe.model = pipe.build_model()
+    pipe.save_pretrained(tmp_path / "bert")
+    written = load_file(tmp_path / "bert" / "model.safetensors")
+    architecture = {"nsp": "BertForPreTraining", "mlm": "BertForMaskedLM"}[objective]
+    hf = json.loads((tmp_path / "bert" / "config.json").read_text())
+    assert hf["architectures"] == [architecture]
+    assert ("cls.seq_relationship.weight" in written) == (objective == "nsp")
+    assert "bert.encoder.layer.1.output.dense.weight" in written
+    if objective == "nsp":  # Hugging Face's row 0 is "B follows A": lmpipe's class 1
+        kernel = pipe.model.get_layer("pair_head").kernel.numpy()
+        np.testing.assert_array_equal(written["cls.seq_relationship.weight"], kernel.T[::-1])
+    again = BertPretraining.from_pretrained(tmp_path / "bert", seq_len=16, objective=objective)
+    again.model = again.build_model()
+    for ours, theirs in zip(again.model.weights, pipe.model.weights, strict=True):
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy(), err_msg=theirs.path)
+    classifier = TextClassifier(tokenizer, bert(config), 2, seq_len=16)
+    with pytest.raises(ValueError, match="TextClassifier has no pretraining heads"):
+        classifier.save_pretrained(tmp_path / "classifier", heads=True)
