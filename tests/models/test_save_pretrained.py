@@ -185,3 +185,43 @@ def test_bert_pretraining_heads_round_trip_with_the_pair_rows_in_hugging_faces_o
     classifier = TextClassifier(tokenizer, bert(config), 2, seq_len=16)
     with pytest.raises(ValueError, match="TextClassifier has no pretraining heads"):
         classifier.save_pretrained(tmp_path / "classifier", heads=True)
+
+
+def test_transformers_reads_the_folders_lmpipe_writes_as_lmpipe_does(tmp_path):
+    # Folders written by lmpipe and the outputs transformers computed from them
+    # (fixtures/make_written_reference.py): lmpipe's loaders agree with transformers' reading,
+    # and lmpipe's writers still write those very files.
+    from lmpipe.datasets import BytePairTokenizer
+    from lmpipe.models import gpt2_from_pretrained, save_pretrainer
+    from lmpipe.pipelines import BertPretraining
+
+    reference = dict(np.load(FIXTURES / "written_reference.npz"))
+    pipe = BertPretraining.from_pretrained(FIXTURES / "written_bert", seq_len=8)
+    pipe.model = pipe.build_model()
+    inputs = {name: reference[f"bert_{name}"] for name in INPUTS}
+    inputs["mask_positions"] = reference["bert_mask_positions"]
+    outputs = pipe.model(inputs, training=False)
+    np.testing.assert_allclose(
+        np.asarray(outputs["mlm_logits"]), reference["bert_prediction_logits"], atol=1e-4
+    )
+    np.testing.assert_allclose(  # lmpipe's label 1 ("in order") is Hugging Face's 0
+        np.asarray(outputs["pair_logits"]),
+        reference["bert_seq_relationship_logits"][:, ::-1],
+        atol=1e-4,
+    )
+    gpt2 = gpt2_from_pretrained(FIXTURES / "written_gpt2")
+    tokenizer = BytePairTokenizer.from_pretrained(FIXTURES / "written_gpt2")
+    texts = [str(text) for text in reference["gpt2_texts"]]
+    ids = tokenizer.tokenize(texts).to_tensor(default_value=tokenizer.pad_id).numpy()
+    np.testing.assert_array_equal(ids, reference["gpt2_token_ids"])
+    mask = reference["gpt2_padding_mask"]
+    logits = gpt2.predict({"token_ids": ids, "padding_mask": mask}, verbose=0)
+    real = mask.astype(bool)
+    np.testing.assert_allclose(logits[real], reference["gpt2_logits"][real], atol=1e-4)
+
+    save_pretrainer(tmp_path / "bert", pipe.model, pipe.config, pipe.tokenizer)
+    save_pretrained(tmp_path / "gpt2", gpt2, gpt2.config, tokenizer)
+    for name in ("bert", "gpt2"):
+        for path in sorted((FIXTURES / f"written_{name}").iterdir()):
+            written = (tmp_path / name / path.name).read_bytes()
+            assert written == path.read_bytes(), f"{name}/{path.name} is written differently"
