@@ -750,7 +750,7 @@ def _finetune(arguments):
 
 def _fine_tuning_pipeline(family, arguments, *task, **options):
     """The `family` pipeline (a `FineTuningPipeline`) that starts from --pretrained (a saved
-    pretraining pipeline or run, or a Hugging Face BERT or ALBERT folder), or from its
+    pretraining pipeline or run, or a Hugging Face BERT, ALBERT or XLNet folder), or from its
     architecture with new weights (--from-scratch)."""
     try:
         saved = _saved_pipeline(arguments.pretrained)
@@ -1626,7 +1626,7 @@ def build_parser():
         "--pretrained",
         required=True,
         help="a saved pretraining pipeline (or the --out of lmpipe pretrain), or a Hugging "
-        "Face BERT or ALBERT folder",
+        "Face BERT, ALBERT or XLNet folder",
     )
     finetuning.add_argument("--train", default=None, help="your labelled examples")
     finetuning.add_argument("--validation", default=None, help="examples evaluated every epoch")

@@ -15,6 +15,7 @@ from lmpipe.models.pretrained import (
     albert_from_pretrained,
     bert_from_pretrained,
     checkpoint_model_type,
+    xlnet_from_pretrained,
 )
 from lmpipe.pipelines.pipeline import EncoderPipeline
 
@@ -58,28 +59,33 @@ class FineTuningPipeline(EncoderPipeline):
         super().__init__(tokenizer, None, **options)
         check_encoder(encoder, tokenizer, self.options.seq_len)
         self._initial_encoder = encoder
+        # XLNet's texts end with <sep> <cls> and its pooled output reads the <cls>; BERT's and
+        # ALBERT's start with [CLS].
+        self.packing_layout = encoder_layout(encoder)
 
     # Constructors -----------------------------------------------------------------------------
 
     @classmethod
     def from_pretraining(cls, pipeline, *task, seq_len=None, **options):
-        """Fine-tune the encoder of a trained (or loaded) `BertPretraining` /
-        `AlbertPretraining` with its tokenizer; `seq_len` defaults to the pipeline's. `task`
-        and `options`: the task's own arguments (a classifier's `num_classes`, a tagger's
-        `tags`, ...), as its constructor takes them."""
+        """Fine-tune the encoder of a trained (or loaded) `BertPretraining`,
+        `AlbertPretraining` or `XLNetPretraining` with its tokenizer; `seq_len` defaults to the
+        pipeline's. `task` and `options`: the task's own arguments (a classifier's
+        `num_classes`, a tagger's `tags`, ...), as its constructor takes them."""
         seq_len = pipeline.options.seq_len if seq_len is None else seq_len
         return cls(pipeline.tokenizer, pipeline.encoder, *task, seq_len=seq_len, **options)
 
     @classmethod
     def from_pretrained(cls, directory, *task, **options):
-        """Fine-tune a Hugging Face BERT or ALBERT checkpoint folder (`config.json`,
+        """Fine-tune a Hugging Face BERT, ALBERT or XLNet checkpoint folder (`config.json`,
         `model.safetensors`, and `vocab.txt` or `spiece.model`): the encoder of
         `bert_from_pretrained(directory)` and the WordPiece tokenizer of
-        `WordPieceTokenizer.from_pretrained(directory)`, or `albert_from_pretrained` and
-        `SentencePieceTokenizer.from_pretrained`, as config.json's `model_type` says. `task` and
-        `options` as for `from_pretraining`."""
-        if checkpoint_model_type(directory) == "albert":
-            encoder = albert_from_pretrained(directory)
+        `WordPieceTokenizer.from_pretrained(directory)`, or `albert_from_pretrained` /
+        `xlnet_from_pretrained` and `SentencePieceTokenizer.from_pretrained`, as config.json's
+        `model_type` says. `task` and `options` as for `from_pretraining`."""
+        model_type = checkpoint_model_type(directory)
+        if model_type in ("albert", "xlnet"):
+            load = albert_from_pretrained if model_type == "albert" else xlnet_from_pretrained
+            encoder = load(directory)
             tokenizer = SentencePieceTokenizer.from_pretrained(directory)
         else:
             encoder = bert_from_pretrained(directory)
@@ -177,6 +183,13 @@ class FineTuningPipeline(EncoderPipeline):
             "vocabulary_size": self.tokenizer.vocabulary_size,
             **self.options.to_dict(),
         }
+
+
+def encoder_layout(encoder):
+    """How texts are packed for `encoder`: "xlnet" (`A <sep> B <sep> <cls>`) for an `xlnet()`
+    encoder (its `word_embedding` and relative `position_encoding`), else "bert"."""
+    names = {layer.name for layer in encoder.layers}
+    return "xlnet" if {"word_embedding", "position_encoding"} <= names else "bert"
 
 
 def check_encoder(encoder, tokenizer, seq_len):

@@ -68,8 +68,9 @@ class TextClassifier(FineTuningPipeline):
 
     Texts are tokenized and packed in the TensorFlow graph (tensorflow-text): `[CLS] A [SEP]`,
     or `[CLS] A [SEP] B [SEP]` for pairs with segment ids 0 for `[CLS] A [SEP]` and 1 for
-    `B [SEP]`; a pair too long for `seq_len` loses tokens from the end of its longer side first
-    (BERT's rule), a single text from its end; then padding to `seq_len`. Batches are
+    `B [SEP]` (for an XLNet encoder, XLNet's `A <sep> <cls>` / `A <sep> B <sep> <cls>`); a
+    pair too long for `seq_len` loses tokens from the end of its longer side first (BERT's
+    rule), a single text from its end; then padding to `seq_len`. Batches are
     `(features, labels)`: features `token_ids`, `segment_ids`, `padding_mask` int32
     `[B, seq_len]`, labels `{"labels": int32 [B]}`.
 
@@ -113,7 +114,9 @@ class TextClassifier(FineTuningPipeline):
         """
         if text_pairs is not None:
             check_pairs_fit(self.options.seq_len)
-        return pack_texts(self.tokenizer, texts, self.options.seq_len, text_pairs)
+        return pack_texts(
+            self.tokenizer, texts, self.options.seq_len, text_pairs, layout=self.packing_layout
+        )
 
     def dataset(
         self,
@@ -253,5 +256,11 @@ class TextClassifier(FineTuningPipeline):
         # Text pairs only where a pair fits with a token of each text, as in training.
         pairs = self.options.seq_len >= min_sequence_length(2)
         return self.export_encoder(
-            self.serving_model(), base_dir, version, overwrite, outputs, pairs=pairs
+            self.serving_model(),
+            base_dir,
+            version,
+            overwrite,
+            outputs,
+            pairs=pairs,
+            layout=self.packing_layout,
         )

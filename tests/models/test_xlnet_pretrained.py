@@ -151,3 +151,23 @@ def test_xlnet_pretraining_continues_from_the_folder():
     assert np.isfinite(history.history["loss"][-1])
     with pytest.raises(ValueError, match="holds a 'albert' checkpoint"):
         XLNetPretraining.from_pretrained(FIXTURES / "albert_tiny")
+
+
+def test_a_classifier_fine_tunes_the_folder_with_xlnets_packing(reference, tmp_path):
+    from lmpipe.pipelines import TextClassifier
+
+    seq_len = reference["token_ids"].shape[1]
+    pipe = TextClassifier.from_pretrained(CHECKPOINT, num_classes=2, seq_len=seq_len)
+    assert pipe.packing_layout == "xlnet"
+    texts = [str(text) for text in reference["texts"]]
+    pairs = [str(text) for text in reference["pairs"]]
+    features = pipe.encode(tf.constant(texts), tf.constant(pairs))
+    for name in INPUTS:  # `A <sep> B <sep> <cls>`: transformers' XLNetTokenizer's batch
+        np.testing.assert_array_equal(features[name].numpy(), reference[name], err_msg=name)
+    pipe.fit((texts, pairs, [0, 1, 0, 1]), batch_size=2, epochs=1, verbose=0)
+    probabilities = pipe.predict(texts, pairs)
+    assert probabilities.shape == (4, 2) and np.isfinite(probabilities).all()
+    pipe.save(tmp_path / "classifier")
+    loaded = TextClassifier.load(tmp_path / "classifier")
+    assert loaded.packing_layout == "xlnet"
+    np.testing.assert_allclose(loaded.predict(texts, pairs), probabilities, rtol=1e-5)
