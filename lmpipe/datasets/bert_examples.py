@@ -18,7 +18,7 @@ from lmpipe.datasets import packing
 from lmpipe.datasets.packing import pack_segments
 from lmpipe.datasets.sentence_pairs import gather_spans, pair_spans
 from lmpipe.datasets.sharding import pipeline_position
-from lmpipe.datasets.shuffling import by_epoch, window_shuffle
+from lmpipe.datasets.shuffling import by_epoch, epoch_documents, window_shuffle
 
 # What the pair stage calls each objective, and the name of its label in the batch.
 PAIR_MODES = {"nsp": "nsp", "sop": "sop", "mlm": "single"}
@@ -101,7 +101,7 @@ def bert_examples(
     if objective not in PAIR_MODES:
         raise ValueError(f"`objective` must be one of {sorted(PAIR_MODES)}, got {objective!r}.")
     check_sequence_length(seq_len, objective)
-    num_pipelines, pipeline_id = pipeline_position(input_context)
+    _, pipeline_id = pipeline_position(input_context)
     mode = PAIR_MODES[objective]
     max_num_tokens = seq_len - special_token_count(objective)
     pipeline_seed = tf.random.experimental.stateless_fold_in(
@@ -113,18 +113,8 @@ def bert_examples(
     if hasattr(corpus, "check_tokenizer"):
         corpus.check_tokenizer(tokenizer)
 
-    def epoch_documents(epoch):
-        documents = corpus.documents(
-            input_context=input_context, shuffle_files=True, seed=seed, epoch=epoch
-        )
-        if not corpus.files:  # an in-memory corpus: shuffle all its documents every epoch
-            epoch_seed = tf.random.experimental.stateless_fold_in(pipeline_seed, epoch)
-            documents = window_shuffle(
-                documents, max(len(corpus) // num_pipelines, 1), seed=epoch_seed
-            )
-        return documents
-
-    documents = by_epoch(epoch_documents, epochs)
+    # All the documents of an in-memory corpus are shuffled every epoch.
+    documents = by_epoch(epoch_documents(corpus, input_context, seed, pipeline_seed), epochs)
     groups = documents.ragged_batch(group_size).enumerate()
 
     def tokenize(index, sentences):

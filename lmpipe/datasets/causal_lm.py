@@ -27,7 +27,7 @@ import tensorflow as tf
 
 from lmpipe.arguments import check_number, check_positive_int, check_seed
 from lmpipe.datasets.sharding import pipeline_position
-from lmpipe.datasets.shuffling import by_epoch, window_shuffle
+from lmpipe.datasets.shuffling import by_epoch, epoch_documents, window_shuffle
 
 FEATURES = ("token_ids", "padding_mask")
 LABELS = ("next_ids", "weights")
@@ -157,11 +157,11 @@ def causal_lm_examples(
             stream_windows(stream, seq_len, pad_id, bidirectional)
         )
 
+    documents_of_epoch = epoch_documents(corpus, input_context, seed)
+
     def make_epoch(epoch):
         # Files in a new order every epoch, then windows shuffled with a key per epoch.
-        documents = corpus.documents(
-            input_context=input_context, shuffle_files=True, seed=seed, epoch=epoch
-        )
+        documents = documents_of_epoch(epoch)
         examples = documents.ragged_batch(group_size).flat_map(windows)
         epoch_seed = tf.random.experimental.stateless_fold_in(pipeline_seed, epoch)
         return window_shuffle(examples, shuffle_window, epoch_seed)

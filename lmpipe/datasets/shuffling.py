@@ -93,3 +93,29 @@ def by_epoch(make_epoch, epochs=None):
     check_positive_int("epochs", epochs, none=True)
     epoch_numbers = tf.data.Dataset.counter() if epochs is None else tf.data.Dataset.range(epochs)
     return epoch_numbers.flat_map(make_epoch)
+
+
+def epoch_documents(corpus, input_context, seed, shuffle_key=None):
+    """`epoch -> the corpus's documents for that epoch`, for `by_epoch`.
+
+    A corpus of files reads them in the epoch's order (`corpus.documents(shuffle_files=True,
+    seed=seed, epoch=epoch)`). An in-memory corpus's documents are the same every epoch: their
+    dataset is made once, here, rather than rebuilt from the corpus's tensors inside the
+    per-epoch function at every epoch (most of the time to the first batch on the bundled
+    corpus); with a `shuffle_key` (a `[2]` key) all its documents are shuffled every epoch,
+    keyed by `shuffle_key` and the epoch.
+    """
+    if corpus.files:
+        return lambda epoch: corpus.documents(
+            input_context=input_context, shuffle_files=True, seed=seed, epoch=epoch
+        )
+    documents = corpus.documents(input_context=input_context)
+    if shuffle_key is None:
+        return lambda epoch: documents
+    num_pipelines = 1 if input_context is None else input_context.num_input_pipelines
+    window = max(len(corpus) // num_pipelines, 1)
+
+    def shuffle(epoch):
+        return window_shuffle(documents, window, _key(shuffle_key, epoch))
+
+    return shuffle

@@ -47,7 +47,7 @@ from lmpipe.datasets.packing import check_sequence_length, pack_segments
 from lmpipe.datasets.permutation import MAX_SEQ_LEN, PermutationLM
 from lmpipe.datasets.sentence_pairs import gather_spans, pair_spans
 from lmpipe.datasets.sharding import pipeline_position
-from lmpipe.datasets.shuffling import by_epoch, window_shuffle
+from lmpipe.datasets.shuffling import by_epoch, epoch_documents, window_shuffle
 
 NUM_SPECIAL_TOKENS = 3  # A <sep> B <sep> <cls>
 # The special tokens XLNet's layout needs, by the tokenizer attribute holding their id.
@@ -211,7 +211,7 @@ def xlnet_examples(
     check_positive_int("group_size", group_size)
     check_positive_int("shuffle_buffer", shuffle_buffer)
     ids = special_ids(tokenizer)
-    num_pipelines, pipeline_id = pipeline_position(input_context)
+    _, pipeline_id = pipeline_position(input_context)
     if hasattr(corpus, "check_tokenizer"):
         corpus.check_tokenizer(tokenizer)
     permutation = PermutationLM(
@@ -226,15 +226,8 @@ def xlnet_examples(
     )
     pipeline_seed = _fold(tf.constant([seed, 0], tf.int64), pipeline_id)
 
-    def epoch_documents(epoch):
-        documents = corpus.documents(
-            input_context=input_context, shuffle_files=True, seed=seed, epoch=epoch
-        )
-        if not corpus.files:  # an in-memory corpus: all its documents in a new order
-            documents = window_shuffle(
-                documents, max(len(corpus) // num_pipelines, 1), seed=_fold(pipeline_seed, epoch)
-            )
-        return documents
+    # An in-memory corpus: all its documents in a new order every epoch.
+    documents_of_epoch = epoch_documents(corpus, input_context, seed, pipeline_seed)
 
     if reuse_len:
         # An upper bound on the groups of documents of an epoch, to batch them all at once.
@@ -254,7 +247,7 @@ def xlnet_examples(
         examples = _IndependentExamples(
             tokenizer, ids, seq_len, batch_size, bidirectional, pipeline_seed, group_size
         )
-    batches = examples.batches(epoch_documents, epochs, shuffle_buffer).enumerate()
+    batches = examples.batches(documents_of_epoch, epochs, shuffle_buffer).enumerate()
     backward = tf.range(batch_size) >= batch_size // 2 if bidirectional else None
     permutation_seed = _fold(pipeline_seed, _PERMUTATION)
 

@@ -325,3 +325,21 @@ def test_split_holds_out_whole_documents_with_their_metadata():
     for bad in (0.0, 1.0, 0, 20, -1):
         with pytest.raises(ValueError, match="held_out"):
             corpus.split(bad)
+
+
+def test_epoch_documents_shuffles_an_in_memory_corpus_per_epoch_from_one_dataset():
+    from lmpipe.datasets.shuffling import epoch_documents
+
+    corpus = TextCorpus.from_documents([[f"document {i}."] for i in range(12)])
+
+    def texts(dataset):
+        return [document.numpy()[0].decode() for document in dataset]
+
+    key = tf.constant([5, 0], tf.int64)
+    documents = epoch_documents(corpus, None, seed=5, shuffle_key=key)
+    first, second = texts(documents(tf.constant(0, tf.int64))), texts(documents(1))
+    assert sorted(first) == sorted(second) == sorted(f"document {i}." for i in range(12))
+    assert first != second  # each epoch its own order...
+    assert texts(documents(0)) == first  # ...the same for the same epoch
+    unshuffled = epoch_documents(corpus, None, seed=5)
+    assert texts(unshuffled(3)) == [f"document {i}." for i in range(12)]
