@@ -18,7 +18,7 @@ from lmpipe.datasets import packing
 from lmpipe.datasets.packing import pack_segments
 from lmpipe.datasets.sentence_pairs import gather_spans, pair_spans
 from lmpipe.datasets.sharding import pipeline_position
-from lmpipe.datasets.shuffling import by_epoch, epoch_documents, window_shuffle
+from lmpipe.datasets.shuffling import by_epoch, epoch_documents, graph_code, window_shuffle
 
 # What the pair stage calls each objective, and the name of its label in the batch.
 PAIR_MODES = {"nsp": "nsp", "sop": "sop", "mlm": "single"}
@@ -121,7 +121,7 @@ def bert_examples(
         tokens, ids = _tokenize_group(tokenizer, sentences)
         return index, tokens, ids
 
-    groups = groups.map(tokenize, num_parallel_calls=tf.data.AUTOTUNE)
+    groups = groups.map(graph_code(tokenize), num_parallel_calls=tf.data.AUTOTUNE)
     # A group whose documents all lack tokens gives no example (and could not be cut). The
     # groups keep their index, so the seeds of the others do not change.
     groups = groups.filter(lambda index, tokens, ids: tf.size(ids) > 0)
@@ -164,7 +164,7 @@ def bert_examples(
         example["pair_label"] = spans["label"]
         return example
 
-    examples = groups.map(cut_and_pack, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
+    examples = groups.map(graph_code(cut_and_pack), num_parallel_calls=tf.data.AUTOTUNE).unbatch()
     examples = window_shuffle(
         examples, shuffle_buffer, seed=tf.random.experimental.stateless_fold_in(pipeline_seed, 3)
     )
@@ -187,4 +187,6 @@ def bert_examples(
             labels[label_name] = example["pair_label"]
         return features, labels
 
-    return batches.map(mask, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+    return batches.map(graph_code(mask), num_parallel_calls=tf.data.AUTOTUNE).prefetch(
+        tf.data.AUTOTUNE
+    )

@@ -27,7 +27,7 @@ import tensorflow as tf
 
 from lmpipe.arguments import check_number, check_positive_int, check_seed
 from lmpipe.datasets.sharding import pipeline_position
-from lmpipe.datasets.shuffling import by_epoch, epoch_documents, window_shuffle
+from lmpipe.datasets.shuffling import by_epoch, epoch_documents, graph_code, window_shuffle
 
 FEATURES = ("token_ids", "padding_mask")
 LABELS = ("next_ids", "weights")
@@ -162,7 +162,7 @@ def causal_lm_examples(
     def make_epoch(epoch):
         # Files in a new order every epoch, then windows shuffled with a key per epoch.
         documents = documents_of_epoch(epoch)
-        examples = documents.ragged_batch(group_size).flat_map(windows)
+        examples = documents.ragged_batch(group_size).flat_map(graph_code(windows))
         epoch_seed = tf.random.experimental.stateless_fold_in(pipeline_seed, epoch)
         return window_shuffle(examples, shuffle_window, epoch_seed)
 
@@ -175,4 +175,6 @@ def causal_lm_examples(
         )
 
     batches = by_epoch(make_epoch, epochs).batch(batch_size, drop_remainder=drop_remainder)
-    return batches.map(split, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+    return batches.map(graph_code(split), num_parallel_calls=tf.data.AUTOTUNE).prefetch(
+        tf.data.AUTOTUNE
+    )

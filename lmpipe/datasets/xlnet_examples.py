@@ -47,7 +47,7 @@ from lmpipe.datasets.packing import check_sequence_length, pack_segments
 from lmpipe.datasets.permutation import MAX_SEQ_LEN, PermutationLM
 from lmpipe.datasets.sentence_pairs import gather_spans, pair_spans
 from lmpipe.datasets.sharding import pipeline_position
-from lmpipe.datasets.shuffling import by_epoch, epoch_documents, window_shuffle
+from lmpipe.datasets.shuffling import by_epoch, epoch_documents, graph_code, window_shuffle
 
 NUM_SPECIAL_TOKENS = 3  # A <sep> B <sep> <cls>
 # The special tokens XLNet's layout needs, by the tokenizer attribute holding their id.
@@ -269,7 +269,9 @@ def xlnet_examples(
         labels = {name: drawn[name] for name in LABELS}
         return features, labels
 
-    return batches.map(add_targets, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+    return batches.map(graph_code(add_targets), num_parallel_calls=tf.data.AUTOTUNE).prefetch(
+        tf.data.AUTOTUNE
+    )
 
 
 def _tokenize(tokenizer, documents):
@@ -297,7 +299,7 @@ class _IndependentExamples:
 
     def batches(self, epoch_documents, epochs, shuffle_buffer):
         groups = by_epoch(epoch_documents, epochs).ragged_batch(self.group_size).enumerate()
-        examples = groups.map(self._cut_and_pack, num_parallel_calls=tf.data.AUTOTUNE)
+        examples = groups.map(graph_code(self._cut_and_pack), num_parallel_calls=tf.data.AUTOTUNE)
         examples = window_shuffle(
             examples.unbatch(), shuffle_buffer, seed=_fold(self.pipeline_seed, _SHUFFLE)
         )
