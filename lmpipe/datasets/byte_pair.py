@@ -24,7 +24,7 @@ import tempfile
 import tensorflow as tf
 
 from lmpipe.arguments import check_positive_int
-from lmpipe.datasets.tokenizer import HF_TOKENIZER_CONFIG, Tokenizer
+from lmpipe.datasets.tokenizer import HF_TOKENIZER_CONFIG, Tokenizer, read_json
 from lmpipe.datasets.wordpiece_trainer import corpus_texts
 
 VOCABULARY_FILE = "vocab.json"
@@ -346,11 +346,7 @@ def _read_vocabulary(path):
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise ValueError(f"The vocabulary file {path!r} does not exist.")
-    try:
-        with open(path, encoding="utf-8") as file:
-            vocabulary = json.load(file)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path} is not valid JSON (line {error.lineno}): {error.msg}.") from None
+    vocabulary = read_json(path)
     if not isinstance(vocabulary, dict):
         raise ValueError(f"{path} must hold a JSON object {{token: id}}.")
     return vocabulary
@@ -378,11 +374,7 @@ def _hf_settings(folder):
     path = os.path.join(folder, HF_TOKENIZER_CONFIG)
     if not os.path.isfile(path):
         return settings
-    try:
-        with open(path, encoding="utf-8") as file:
-            config = json.load(file)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path} is not valid JSON (line {error.lineno}): {error.msg}.") from None
+    config = read_json(path)
     if not isinstance(config, dict):
         return settings
     prefix = config.get("add_prefix_space", False)

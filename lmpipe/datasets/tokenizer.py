@@ -316,6 +316,16 @@ def read_config(directory, hint=""):
     return config
 
 
+def read_json(path):
+    """The JSON value in the file at `path`; ValueError naming the file and line if it is not
+    valid JSON."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            return json.load(file)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path} is not valid JSON (line {error.lineno}): {error.msg}.") from None
+
+
 def hf_tokenizer_settings(folder, defaults):
     """The boolean settings `defaults` names (`do_lower_case`, ...) from a Hugging Face
     folder's tokenizer_config.json, each its default where the file or the field is absent."""
@@ -323,11 +333,7 @@ def hf_tokenizer_settings(folder, defaults):
     settings = dict(defaults)
     if not os.path.isfile(path):
         return settings
-    try:
-        with open(path, encoding="utf-8") as file:
-            config = json.load(file)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path} is not valid JSON (line {error.lineno}): {error.msg}.") from None
+    config = read_json(path)
     for key in settings:
         value = config.get(key, settings[key]) if isinstance(config, dict) else settings[key]
         if not isinstance(value, bool):
