@@ -358,40 +358,35 @@ def gpt2_config_from_hf(path):
     hf = _read_config(path)
     _check_model_type(path, hf, "gpt2", "GPT-2", "GPT2")
     hf = {**_HF_GPT2_DEFAULTS, **hf}
-    for field, wanted in (
-        ("scale_attn_weights", True),
-        ("scale_attn_by_inverse_layer_idx", False),
-        ("add_cross_attention", False),
-        ("tie_word_embeddings", True),
-    ):
-        if hf[field] != wanted:
-            raise ValueError(
-                f"{path}: `{field}` is {hf[field]!r}; lmpipe's GPT is GPT-2's architecture "
-                f"({field} {wanted!r})."
-            )
-    if hf["activation_function"] not in _ACTIVATIONS:
-        raise ValueError(
-            f"{path}: unsupported `activation_function` {hf['activation_function']!r}; "
-            f"expected one of {sorted(_ACTIVATIONS)}."
-        )
+    _require(
+        path,
+        hf,
+        {
+            "scale_attn_weights": True,
+            "scale_attn_by_inverse_layer_idx": False,
+            "add_cross_attention": False,
+            "tie_word_embeddings": True,
+        },
+        "lmpipe's GPT is GPT-2's architecture",
+    )
     width = hf["n_embd"]
     if isinstance(width, bool) or not isinstance(width, int):
         raise ValueError(f"{path}: `n_embd` must be a positive integer, found {width!r}.")
-    try:
-        return GptConfig(
-            vocabulary_size=hf["vocab_size"],
-            hidden_dim=width,
-            num_layers=hf["n_layer"],
-            num_heads=hf["n_head"],
-            intermediate_dim=hf["n_inner"] if hf["n_inner"] is not None else 4 * width,
-            max_sequence_length=hf["n_positions"],
-            dropout=hf["resid_pdrop"],
-            activation=_ACTIVATIONS[hf["activation_function"]],
-            layer_norm_epsilon=hf["layer_norm_epsilon"],
-            initializer_range=hf["initializer_range"],
-        )
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"{path} does not describe a valid GPT-2: {error}") from error
+    return _checked_config(
+        path,
+        GptConfig,
+        "GPT-2",
+        vocabulary_size=hf["vocab_size"],
+        hidden_dim=width,
+        num_layers=hf["n_layer"],
+        num_heads=hf["n_head"],
+        intermediate_dim=hf["n_inner"] if hf["n_inner"] is not None else 4 * width,
+        max_sequence_length=hf["n_positions"],
+        dropout=hf["resid_pdrop"],
+        activation=_activation(path, hf, "activation_function"),
+        layer_norm_epsilon=hf["layer_norm_epsilon"],
+        initializer_range=hf["initializer_range"],
+    )
 
 
 # GPT-2's fused attention projection, split: c_attn's columns are [query | key | value].
@@ -750,27 +745,51 @@ def _encoder_config(path, hf, config_class, name, **fields):
             f'{path}: `position_embedding_type` must be "absolute", found '
             f"{hf['position_embedding_type']!r}; relative position embeddings are not supported."
         )
-    if hf["hidden_act"] not in _ACTIVATIONS:
+    return _checked_config(
+        path,
+        config_class,
+        name,
+        vocabulary_size=hf["vocab_size"],
+        hidden_dim=hf["hidden_size"],
+        num_layers=hf["num_hidden_layers"],
+        num_heads=hf["num_attention_heads"],
+        intermediate_dim=hf["intermediate_size"],
+        max_sequence_length=hf["max_position_embeddings"],
+        num_segments=hf["type_vocab_size"],
+        dropout=hf["hidden_dropout_prob"],
+        attention_dropout=hf["attention_probs_dropout_prob"],
+        activation=_activation(path, hf, "hidden_act"),
+        layer_norm_epsilon=hf["layer_norm_eps"],
+        initializer_range=hf["initializer_range"],
+        **fields,
+    )
+
+
+def _require(path, hf, wanted, why):
+    """Raise, naming the file and the field, unless every field of `hf` in `wanted` has the
+    value given there (`why` says what lmpipe's model is)."""
+    for field, value in wanted.items():
+        if hf[field] != value:
+            raise ValueError(f"{path}: `{field}` is {hf[field]!r}; {why} ({field} {value!r}).")
+
+
+def _activation(path, hf, field):
+    """lmpipe's name of the activation `hf[field]` names; ValueError naming it otherwise."""
+    if hf[field] not in _ACTIVATIONS:
         raise ValueError(
-            f"{path}: unsupported `hidden_act` {hf['hidden_act']!r}; expected one of "
-            f"{sorted(_ACTIVATIONS)}."
+            f"{path}: unsupported `{field}` {hf[field]!r}; expected one of {sorted(_ACTIVATIONS)}."
         )
+    return _ACTIVATIONS[hf[field]]
+
+
+def _negative(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0
+
+
+def _checked_config(path, config_class, name, **fields):
+    """`config_class(**fields)`, its validation errors naming the config.json at `path`."""
     try:
-        return config_class(
-            vocabulary_size=hf["vocab_size"],
-            hidden_dim=hf["hidden_size"],
-            num_layers=hf["num_hidden_layers"],
-            num_heads=hf["num_attention_heads"],
-            intermediate_dim=hf["intermediate_size"],
-            max_sequence_length=hf["max_position_embeddings"],
-            num_segments=hf["type_vocab_size"],
-            dropout=hf["hidden_dropout_prob"],
-            attention_dropout=hf["attention_probs_dropout_prob"],
-            activation=_ACTIVATIONS[hf["hidden_act"]],
-            layer_norm_epsilon=hf["layer_norm_eps"],
-            initializer_range=hf["initializer_range"],
-            **fields,
-        )
+        return config_class(**fields)
     except (TypeError, ValueError) as error:
         raise ValueError(f"{path} does not describe a valid {name}: {error}") from error
 
@@ -796,35 +815,32 @@ def xlnet_config_from_hf(path):
     hf = _read_config(path)
     _check_model_type(path, hf, "xlnet", "XLNet", "XLNet")
     hf = {**_HF_XLNET_DEFAULTS, **hf}
-    for field, wanted in (("attn_type", "bi"), ("same_length", False)):
-        if hf[field] != wanted:
-            raise ValueError(
-                f"{path}: `{field}` is {hf[field]!r}; lmpipe's XLNet is the bidirectional one "
-                f"of pretraining and fine-tuning ({field} {wanted!r})."
-            )
-    if hf["ff_activation"] not in _ACTIVATIONS:
-        raise ValueError(
-            f"{path}: unsupported `ff_activation` {hf['ff_activation']!r}; expected one of "
-            f"{sorted(_ACTIVATIONS)}."
-        )
+    _require(
+        path,
+        hf,
+        {"attn_type": "bi", "same_length": False},
+        "lmpipe's XLNet is the bidirectional one of pretraining and fine-tuning",
+    )
     if hf.get("d_head") not in (None, hf["d_model"] // max(hf["n_head"], 1)):
         raise ValueError(f"{path}: `d_head` must be d_model / n_head, found {hf['d_head']!r}.")
-    try:
-        return XLNetConfig(
-            vocabulary_size=hf["vocab_size"],
-            hidden_dim=hf["d_model"],
-            num_layers=hf["n_layer"],
-            num_heads=hf["n_head"],
-            intermediate_dim=hf["d_inner"],
-            dropout=hf["dropout"],
-            attention_dropout=hf["dropout"],
-            activation=_ACTIVATIONS[hf["ff_activation"]],
-            layer_norm_epsilon=hf["layer_norm_eps"],
-            initializer_range=hf["initializer_range"],
-            clamp_len=None if hf["clamp_len"] is None or hf["clamp_len"] < 0 else hf["clamp_len"],
-        )
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"{path} does not describe a valid XLNet: {error}") from error
+    clamp_len = hf["clamp_len"]
+    return _checked_config(
+        path,
+        XLNetConfig,
+        "XLNet",
+        vocabulary_size=hf["vocab_size"],
+        hidden_dim=hf["d_model"],
+        num_layers=hf["n_layer"],
+        num_heads=hf["n_head"],
+        intermediate_dim=hf["d_inner"],
+        dropout=hf["dropout"],
+        attention_dropout=hf["dropout"],
+        activation=_activation(path, hf, "ff_activation"),
+        layer_norm_epsilon=hf["layer_norm_eps"],
+        initializer_range=hf["initializer_range"],
+        # Negative (-1) means no clamping; any other value is XLNetConfig's to check.
+        clamp_len=None if clamp_len is None or _negative(clamp_len) else clamp_len,
+    )
 
 
 def _checkpoint_directory(directory, name):
