@@ -59,6 +59,7 @@ NOT_FOR_WORD2VEC = (
     "--checkpoint-every",
     "--mixed-precision",
     "--xla",
+    "--accumulation-steps",
 )
 
 
@@ -234,6 +235,7 @@ def _check_pretrain_arguments(arguments, strategy):
     from lmpipe.pipelines.training import check_training_values
 
     _check_steps(arguments.steps, arguments.epochs)
+    _check_positive(accumulation_steps=arguments.accumulation_steps)
     minimum = len(SPECIAL_TOKENS) + MIN_LEARNED_TOKENS
     if arguments.tokenizer == "sentencepiece":
         minimum = minimum_vocab_size("xlnet" if arguments.model == "xlnet" else "albert")
@@ -251,10 +253,16 @@ def _check_pretrain_arguments(arguments, strategy):
         )
         per_replica_batch_size(strategy, arguments.batch_size)
         pretrained = _pretrained_pipeline(arguments) if arguments.pretrained else None
-        if pretrained is None:
-            _pipeline(arguments, WordPieceTokenizer([*SPECIAL_TOKENS, "a"]))
+        pipe = pretrained or _pipeline(arguments, WordPieceTokenizer([*SPECIAL_TOKENS, "a"]))
     except ValueError as error:
         raise SystemExit(f"error: {_as_flags(str(error))}") from None
+    mem_len = getattr(pipe.options, "mem_len", 0)
+    if mem_len and arguments.accumulation_steps > 1:
+        raise SystemExit(
+            f"error: --accumulation-steps {arguments.accumulation_steps} with XLNet's memory "
+            f"(--mem-len {mem_len}): the memory keeps one row per stream of a batch; give "
+            "--mem-len 0 or --accumulation-steps 1"
+        )
     _check_tokenizer_source(arguments)
     return pretrained
 
@@ -293,6 +301,7 @@ _OPTION_FLAGS = {
     "reuse_len": "--reuse-len",
     "mem_len": "--mem-len",
     "batch_size": "--batch-size",
+    "accumulation_steps": "--accumulation-steps",
     "learning_rate": "--learning-rate",
     "checkpoint_every": "--checkpoint-every",
     "method": "--method",
@@ -424,6 +433,7 @@ def _pretrain(arguments):
         learning_rate=arguments.learning_rate,
         mixed_precision=arguments.mixed_precision,
         jit_compile=arguments.xla,
+        accumulation_steps=arguments.accumulation_steps,
     )
     pipe = _save_after_fit(pipe, strategy, arguments.out)
     if pipe is None:
@@ -591,7 +601,11 @@ def _translation_pipeline(arguments):
 def _train_translation(arguments):
     strategy = _strategy(arguments.strategy)
     _check_steps(arguments.steps, arguments.epochs)
-    _check_positive(held_out=arguments.held_out, beam_width=arguments.beam_width)
+    _check_positive(
+        held_out=arguments.held_out,
+        beam_width=arguments.beam_width,
+        accumulation_steps=arguments.accumulation_steps,
+    )
     from lmpipe.datasets import ParallelCorpus
     from lmpipe.pipelines.distribution import per_replica_batch_size
     from lmpipe.pipelines.training import check_training_values
@@ -625,6 +639,7 @@ def _train_translation(arguments):
         strategy=strategy,
         checkpoint_dir=os.path.join(arguments.out, "checkpoints"),
         checkpoint_every=arguments.checkpoint_every,
+        accumulation_steps=arguments.accumulation_steps,
         **learning_rate,
     )
     pipe = _save_after_fit(pipe, strategy, arguments.out)
@@ -776,6 +791,7 @@ def _fit_fine_tuning(pipe, train, validation, arguments, strategy):
         strategy=strategy,
         checkpoint_dir=os.path.join(arguments.out, "checkpoints"),
         learning_rate=arguments.learning_rate,
+        accumulation_steps=arguments.accumulation_steps,
     )
 
 
@@ -788,8 +804,9 @@ def _from_scratch(pipe, seed):
 
 
 def _check_patience(arguments):
-    """The early-stopping flags of `lmpipe finetune`, before any data is read."""
-    _check_positive(patience=arguments.patience)
+    """The early-stopping flags of `lmpipe finetune` (and --accumulation-steps), before any
+    data is read."""
+    _check_positive(patience=arguments.patience, accumulation_steps=arguments.accumulation_steps)
     if arguments.patience is not None and arguments.validation is None:
         raise SystemExit("error: --patience watches --validation: give a --validation file")
     if not arguments.monitor.startswith("val_"):
@@ -1436,6 +1453,13 @@ def _add_training_options(
         help="tf.distribute strategy; multi_worker reads TF_CONFIG",
     )
     parser.add_argument("--batch-size", type=int, default=batch_default, help=batch_help)
+    parser.add_argument(
+        "--accumulation-steps",
+        type=int,
+        default=1,
+        help="batches of --batch-size whose gradients make one update (the update of a batch "
+        "this many times larger, with the memory of one); --steps counts updates",
+    )
     parser.add_argument(
         "--learning-rate", type=float, default=learning_rate, help=learning_rate_help
     )

@@ -60,6 +60,7 @@ def no_corpus(monkeypatch):
         (["--batch-size", "0"], "--batch-size must be a positive integer"),
         (["--learning-rate", "nan"], "--learning-rate must be a positive finite number"),
         (["--checkpoint-every", "0"], "--checkpoint-every must be a positive integer"),
+        (["--accumulation-steps", "0"], "--accumulation-steps must be a positive integer"),
         (["--vocab-size", "50"], "--vocab-size must be at least 105"),
     ],
 )
@@ -113,6 +114,10 @@ def test_the_steps_given_are_the_steps_trained(tmp_path, monkeypatch):
     common = ["--out", str(tmp_path / "run"), "--vocab", str(vocab), "--corpus", str(corpus)]
     fit = run_until_fit(monkeypatch, [*common, "--steps", "6", "--epochs", "3"])
     assert (fit["epochs"], fit["steps_per_epoch"]) == (3, 2)
+    assert fit["accumulation_steps"] == 1
+    fit = run_until_fit(monkeypatch, [*common, "--steps", "6", "--accumulation-steps", "4"])
+    assert fit["epochs"] * fit["steps_per_epoch"] == 6  # updates
+    assert fit["accumulation_steps"] == 4
 
 
 def test_a_corpus_line_over_max_line_bytes_is_refused_naming_the_file_and_the_flag(
@@ -417,7 +422,9 @@ def test_pretrain_word2vec_saves_evaluates_exports_and_predicts(tmp_path, capsys
         ("word2vec", ["--window", "0"], "--window must be a positive integer"),
         ("word2vec", ["--method", "glove"], "--method must be one of"),
         ("word2vec", ["--epochs", "0"], "--epochs must be positive"),
+        ("word2vec", ["--accumulation-steps", "2"], "--accumulation-steps is not for word2vec"),
         ("bert", ["--vector-size", "8"], "--vector-size is for word2vec"),
+        ("xlnet", ["--accumulation-steps", "2"], "--accumulation-steps 2 with XLNet's memory"),
     ],
 )
 def test_word2vec_flags_are_checked_before_the_corpus_is_read(tmp_path, model, options, message):

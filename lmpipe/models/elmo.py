@@ -215,22 +215,30 @@ class ElmoLanguageModel(FunctionalTrainableModel):
         the layer representations `[B, L + 1, S, 2D]`, for downstream tasks (`ScalarMix`)."""
         return keras.Model(self.input, self.output["layers"], name=f"{self.name}_features")
 
+    def loss_weights(self, x, y):
+        """`{term: weights}` of the two language models' losses."""
+        del x
+        return {"forward": y["weights"], "backward": y["previous_weights"]}
+
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        del x, sample_weight, training
+        del sample_weight, training
         t = self.trackers
+        weights = self.loss_weights(x, y)
         forward = masked_cross_entropy(
             y["next_ids"],
             y_pred["forward_logits"],
-            y["weights"],
+            weights["forward"],
             t["forward_loss"],
             t["forward_accuracy"],
+            term="forward",
         )
         backward = masked_cross_entropy(
             y["previous_ids"],
             y_pred["backward_logits"],
-            y["previous_weights"],
+            weights["backward"],
             t["backward_loss"],
             t["backward_accuracy"],
+            term="backward",
         )
         return forward + backward
 

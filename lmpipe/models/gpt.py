@@ -236,10 +236,20 @@ class GptCausalLM(FunctionalTrainableModel):
 
     # Training ---------------------------------------------------------------------------------
 
+    def loss_weights(self, x, y):
+        """`{term: weights}`: the real next tokens."""
+        del x
+        return {"next": y["weights"]}
+
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        del x, sample_weight, training
+        del sample_weight, training
         return masked_cross_entropy(
-            y["next_ids"], y_pred, y["weights"], self.loss_tracker, self.accuracy_tracker
+            y["next_ids"],
+            y_pred,
+            self.loss_weights(x, y)["next"],
+            self.loss_tracker,
+            self.accuracy_tracker,
+            term="next",
         )
 
     def get_config(self):

@@ -6,15 +6,62 @@ per-token losses divided by the weights summed over all replicas (`global_sum`):
 replicas' losses add up to the masked mean over the global batch, whatever the share of
 real tokens each replica got. The metric trackers receive each replica's local mean,
 weighted by its local count, so that they too average over the global batch.
+
+Gradient accumulation (`TrainingSteps` with `accumulation_steps > 1`) extends "global" to the
+micro-batches of one update: each loss term is named (`term`), the model says which weights
+each term averages over (`loss_weights`), and inside `accumulated_totals` a term is divided by
+its count summed over every micro-batch and replica, so that the micro-batches' losses (and
+gradients) add up to those of the whole batch.
 """
 
+import contextlib
+import threading
+
 import keras
+import tensorflow as tf
 from keras import ops
 
-from lmpipe.models.trainable import global_sum
+# Set by `accumulated_totals` in the thread of one replica (MirroredStrategy runs each
+# replica's step in a thread of its own).
+_accumulation = threading.local()
 
 
-def masked_mean(per_token, weights, tracker=None, tracked=None):
+def global_sum(value):
+    """Sum of `value` over all replicas (the value itself outside a distribution strategy).
+
+    Losses divided by a global count add up, as gradients are summed across replicas, to the
+    mean over the global batch."""
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return value
+    return context.all_reduce(tf.distribute.ReduceOp.SUM, value)
+
+
+@contextlib.contextmanager
+def accumulated_totals(totals):
+    """Inside: `masked_mean(..., term=name)` divides by `totals[name]` (a scalar tensor, the
+    term's weights summed over the micro-batches of the update and over the replicas)."""
+    previous = getattr(_accumulation, "totals", None)
+    _accumulation.totals = totals
+    try:
+        yield
+    finally:
+        _accumulation.totals = previous
+
+
+def _denominator(local_count, term):
+    totals = getattr(_accumulation, "totals", None)
+    if totals is None:
+        return global_sum(local_count)
+    if term not in totals:
+        raise ValueError(
+            f"A loss term {term!r} is not among the model's loss_weights() ({sorted(totals)}): "
+            "gradient accumulation needs every masked_mean of compute_loss named there."
+        )
+    return totals[term]
+
+
+def masked_mean(per_token, weights, tracker=None, tracked=None, term=None):
     """`sum(per_token * weights)` divided by the global sum of `weights` (at least 1).
 
     Args:
@@ -23,6 +70,8 @@ def masked_mean(per_token, weights, tracker=None, tracked=None):
         tracker: a `keras.metrics.Mean` given the local weighted mean of `tracked`.
         tracked: what the tracker reports, `[...]` (default `per_token`), e.g. the negative
             log-likelihood when `per_token` is label-smoothed.
+        term: the loss term's name in the model's `loss_weights`: with gradient accumulation
+            the sum is divided by that term's count over all the micro-batches.
 
     Returns:
         The scalar loss of this replica.
@@ -33,7 +82,8 @@ def masked_mean(per_token, weights, tracker=None, tracked=None):
     weights = ops.cast(weights, "float32")
     per_token = ops.cast(per_token, "float32")
     local_count = ops.sum(weights)
-    loss = ops.sum(per_token * weights) / ops.maximum(global_sum(local_count), 1.0)
+    denominator = _denominator(local_count, term)
+    loss = ops.sum(per_token * weights) / ops.maximum(denominator, 1.0)
     if tracker is not None:
         tracked = per_token if tracked is None else ops.cast(tracked, "float32")
         tracker.update_state(
@@ -54,16 +104,19 @@ def track_accuracy(tracker, targets, logits, weights):
     )
 
 
-def masked_cross_entropy(targets, logits, weights, loss_tracker=None, accuracy_tracker=None):
+def masked_cross_entropy(
+    targets, logits, weights, loss_tracker=None, accuracy_tracker=None, term=None
+):
     """The masked mean cross-entropy of `logits` `[..., V]` against int `targets` `[...]`
-    over the global batch (see `masked_mean`), with its loss and accuracy trackers.
+    over the global batch (see `masked_mean`, also for `term`), with its loss and accuracy
+    trackers.
 
     >>> logits = ops.convert_to_tensor([[2.0, 0.0], [0.0, 2.0]])
     >>> round(float(masked_cross_entropy(ops.convert_to_tensor([0, 0]), logits, [1.0, 0.0])), 4)
     0.1269
     """
     per_token = keras.losses.sparse_categorical_crossentropy(targets, logits, from_logits=True)
-    loss = masked_mean(per_token, weights, loss_tracker)
+    loss = masked_mean(per_token, weights, loss_tracker, term=term)
     if accuracy_tracker is not None:
         track_accuracy(accuracy_tracker, targets, logits, weights)
     return loss

@@ -88,24 +88,36 @@ class BertPretrainer(FunctionalTrainableModel):
             self.pair_loss_tracker = keras.metrics.Mean(name="pair_loss")
             self.pair_accuracy = keras.metrics.Mean(name="pair_accuracy")
 
+    def loss_weights(self, x, y):
+        """`{term: weights}` of the loss terms: the real predictions, and every example for
+        the pair objective."""
+        del x
+        weights = {"mlm": y["mask_weights"]}
+        label_name = PAIR_LABELS[self.objective]
+        if label_name is not None:
+            weights["pair"] = ops.ones_like(y[label_name], "float32")  # [B]
+        return weights
+
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        del x, sample_weight, training
+        del sample_weight, training
+        weights = self.loss_weights(x, y)
         loss = masked_cross_entropy(
             y["mask_ids"],
             y_pred["mlm_logits"],
-            y["mask_weights"],
+            weights["mlm"],
             self.mlm_loss_tracker,
             self.mlm_accuracy,
+            term="mlm",
         )
         label_name = PAIR_LABELS[self.objective]
         if label_name is not None:
-            labels = y[label_name]  # [B]: every example counts
             loss = loss + masked_cross_entropy(
-                labels,
+                y[label_name],
                 y_pred["pair_logits"],
-                ops.ones_like(labels, "float32"),
+                weights["pair"],
                 self.pair_loss_tracker,
                 self.pair_accuracy,
+                term="pair",
             )
         return loss
 

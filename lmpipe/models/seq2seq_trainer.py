@@ -114,11 +114,16 @@ class Seq2SeqTrainer(TrainableModel):
     def call(self, inputs, training=None):
         return self.seq2seq({name: inputs[name] for name in SEQ2SEQ_INPUTS}, training=training)
 
+    def loss_weights(self, x, y):
+        """`{term: weights}`: the real target tokens."""
+        del x
+        return {"target": y["weights"]}  # [B, T], 1 on real tokens
+
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        del x, sample_weight, training
-        weights = y["weights"]  # [B, T], 1 on real tokens
+        del sample_weight, training
+        weights = self.loss_weights(x, y)["target"]
         loss, nll = label_smoothed_cross_entropy(y["target_ids"], y_pred, self.label_smoothing)
-        total = masked_mean(loss, weights, self.nll_tracker, tracked=nll)
+        total = masked_mean(loss, weights, self.nll_tracker, tracked=nll, term="target")
         track_accuracy(self.token_accuracy, y["target_ids"], y_pred, weights)
         return total
 

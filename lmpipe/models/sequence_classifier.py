@@ -79,12 +79,19 @@ class SequenceClassifier(FunctionalTrainableModel):
         self.accuracy_metric = keras.metrics.SparseCategoricalAccuracy(name="accuracy")
         self.macro_f1_metric = MacroF1(num_classes)
 
+    def loss_weights(self, x, y):
+        """`{term: weights}`: every example counts (the mean over the global batch)."""
+        del x
+        labels = y["labels"] if isinstance(y, dict) else y
+        return {"labels": ops.ones_like(labels, "float32")}
+
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        del x, sample_weight, training
+        del sample_weight, training
         labels = y["labels"] if isinstance(y, dict) else y
         logits = y_pred["logits"]
-        # Every example counts: the mean over the global batch.
-        loss = masked_cross_entropy(labels, logits, ops.ones_like(labels, "float32"))
+        loss = masked_cross_entropy(
+            labels, logits, self.loss_weights(x, y)["labels"], term="labels"
+        )
         self.accuracy_metric.update_state(labels, logits)
         self.macro_f1_metric.update_state(labels, logits)
         return loss

@@ -68,12 +68,22 @@ class SpanPredictor(FunctionalTrainableModel):
         self.start_accuracy = keras.metrics.Mean(name="start_accuracy")
         self.end_accuracy = keras.metrics.Mean(name="end_accuracy")
 
+    def loss_weights(self, x, y):
+        """`{term: weights}`: every window counts, for its start and its end alike."""
+        del x
+        return {"spans": ops.ones_like(y["start_positions"], "float32")}
+
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        del x, sample_weight, training
-        weights = ops.ones_like(y["start_positions"], "float32")
+        del sample_weight, training
+        weights = self.loss_weights(x, y)["spans"]
         losses = [
             masked_cross_entropy(
-                y[f"{side}_positions"], y_pred[f"{side}_logits"], weights, None, tracker
+                y[f"{side}_positions"],
+                y_pred[f"{side}_logits"],
+                weights,
+                None,
+                tracker,
+                term="spans",
             )
             for side, tracker in (("start", self.start_accuracy), ("end", self.end_accuracy))
         ]

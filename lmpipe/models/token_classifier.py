@@ -78,13 +78,22 @@ class TokenClassifier(FunctionalTrainableModel):
         self.dropout = dropout
         self.accuracy_metric = keras.metrics.Mean(name="accuracy")
 
-    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        del x, sample_weight, training
+    def loss_weights(self, x, y):
+        """`{term: weights}`: the labelled tokens (label -1 marks the others)."""
+        del x
         labels = ops.cast(y["labels"] if isinstance(y, dict) else y, "int32")  # [B, S]
-        weights = ops.cast(labels >= 0, "float32")
+        return {"labels": ops.cast(labels >= 0, "float32")}
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        del sample_weight, training
+        labels = ops.cast(y["labels"] if isinstance(y, dict) else y, "int32")  # [B, S]
         targets = ops.maximum(labels, 0)  # any valid index where the weight is 0
         return masked_cross_entropy(
-            targets, y_pred["logits"], weights, accuracy_tracker=self.accuracy_metric
+            targets,
+            y_pred["logits"],
+            self.loss_weights(x, y)["labels"],
+            accuracy_tracker=self.accuracy_metric,
+            term="labels",
         )
 
     def get_config(self):

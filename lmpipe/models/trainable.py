@@ -4,16 +4,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-
-def global_sum(value):
-    """Sum of `value` over all replicas (the value itself outside a distribution strategy).
-
-    Losses divided by a global count add up, as gradients are summed across replicas, to the
-    mean over the global batch."""
-    context = tf.distribute.get_replica_context()
-    if context is None or context.num_replicas_in_sync == 1:
-        return value
-    return context.all_reduce(tf.distribute.ReduceOp.SUM, value)
+from lmpipe.models.gradient_accumulation import accumulated_train_step
 
 
 def _in_replica_of_many():
@@ -36,8 +27,24 @@ class TrainingSteps:
       which fails on scalars: under that strategy the metrics are returned with shape [1].
 
     It also compiles the forward pass with XLA on each replica for strategies with several
-    replicas, where Keras' `jit_compile=True` fails (see `jit_compile_per_replica`).
+    replicas, where Keras' `jit_compile=True` fails (see `jit_compile_per_replica`), and
+    accumulates the gradients of several micro-batches into one update (see
+    `accumulate_gradients`).
     """
+
+    def accumulate_gradients(self, steps=1):
+        """Train on batches of `steps` micro-batches: each step runs the forward and backward
+        passes one micro-batch at a time (the memory of one) and makes one optimizer update
+        with the gradients of the whole batch (see `gradient_accumulation`). 1: as Keras does.
+        """
+        # Set without Keras' attribute tracking: a training setting, not state to save.
+        object.__setattr__(self, "_accumulation_steps", steps)
+
+    def train_step(self, data):
+        steps = self.__dict__.get("_accumulation_steps", 1)
+        if steps == 1:
+            return super().train_step(data)
+        return accumulated_train_step(self, data, steps)
 
     def jit_compile_per_replica(self, enabled=True):
         """XLA-compile the training forward pass (and with it the backward pass) on each

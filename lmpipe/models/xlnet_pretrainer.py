@@ -191,16 +191,21 @@ class XLNetPretrainer(TrainableModel):
         logits = ops.cast(logits, "float32") + ops.cast(self.lm_bias, "float32")
         return {"lm_logits": logits}  # [B, P, V]
 
+    def loss_weights(self, x, y):
+        """`{term: weights}`: the real prediction targets."""
+        del x
+        return {"plm": y["target_mask"]}
+
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        del x, sample_weight, training
-        loss = masked_cross_entropy(
+        del sample_weight, training
+        return masked_cross_entropy(
             y["target_ids"],
             y_pred["lm_logits"],
-            y["target_mask"],
+            self.loss_weights(x, y)["plm"],
             self.plm_loss_tracker,
             self.plm_accuracy,
+            term="plm",
         )
-        return loss
 
     def get_config(self):
         return {

@@ -227,8 +227,10 @@ class Pipeline:
             **training_options: the training options of `lmpipe.pipelines.training.train`
                 (`strategy`, `checkpoint_dir`, `learning_rate`, `warmup_steps`,
                 `weight_decay`, `clipnorm`, `mixed_precision`, `jit_compile`,
-                `checkpoint_every`, `log_dir`, `callbacks`, `verbose`), with the family's
-                defaults (`training_defaults`).
+                `accumulation_steps`, `checkpoint_every`, `log_dir`, `callbacks`, `verbose`),
+                with the family's defaults (`training_defaults`). With `accumulation_steps=N`
+                each update trains on N batches of `batch_size`, and a step (of
+                `steps_per_epoch`) is one update.
         """
         caller = f"{type(self).__name__}.fit"
         options = check_training_options(
@@ -252,8 +254,9 @@ class Pipeline:
             )
         self.before_fit(data)
         if steps_per_epoch is None:
-            steps = self.steps_in_one_pass(data, batch_size)
-            steps_per_epoch = one_pass_steps(steps, batch_size, self.data_name)
+            update_batch = batch_size * options.get("accumulation_steps", 1)
+            steps = self.steps_in_one_pass(data, update_batch)
+            steps_per_epoch = one_pass_steps(steps, update_batch, self.data_name)
         if validation is not None:
             batches = self.evaluation_batches(validation, batch_size, None)
             options["callbacks"] = [EvaluateEachEpoch(batches), *(options.get("callbacks") or [])]

@@ -126,6 +126,19 @@ def _jit_compile_per_replica(model, enabled):
         )
 
 
+def _accumulate_gradients(model, steps):
+    """Have `model` accumulate the gradients of `steps` micro-batches per update (see
+    `lmpipe.models.trainable.TrainingSteps.accumulate_gradients`)."""
+    if hasattr(model, "accumulate_gradients") and hasattr(model, "loss_weights"):
+        model.accumulate_gradients(steps)
+    elif steps > 1:
+        raise ValueError(
+            f"`accumulation_steps={steps}` needs a model that accumulates gradients with exact "
+            f"loss denominators (an lmpipe TrainingSteps model with loss_weights); "
+            f"{type(model).__name__} is not one: train it with accumulation_steps=1."
+        )
+
+
 class History(keras.callbacks.History):
     """A Keras `History` that can concatenate the histories of several `fit` calls."""
 
@@ -156,6 +169,7 @@ def train(
     clipnorm=1.0,
     mixed_precision=None,
     jit_compile=False,
+    accumulation_steps=1,
     checkpoint_every=None,
     log_dir=None,
     callbacks=None,
@@ -170,7 +184,8 @@ def train(
     Args:
         build_model: `() -> keras.Model`, called inside the strategy scope (and dtype policy).
         make_dataset: `(per_replica_batch_size, input_context, skip_batches) -> tf.data.Dataset`
-            of `(features, labels)`, infinite, skipping the first `skip_batches` batches.
+            of `(features, labels)`, infinite, skipping the first `skip_batches` batches (the
+            batch size is of one update: `accumulation_steps` micro-batches).
         run_config: JSON-serializable description of the model, checked on resume.
         batch_size: global batch size, divided among the replicas (must divide evenly).
         epochs, steps_per_epoch: `epochs * steps_per_epoch` steps in all.
@@ -190,6 +205,11 @@ def train(
         mixed_precision: None, "mixed_bfloat16" or "mixed_float16" (Keras adds loss scaling).
         jit_compile: XLA-compile the train step; with several replicas, each replica's
             forward and backward pass (the loss and the optimizer update run without XLA).
+        accumulation_steps: each optimizer update sums the gradients of this many batches of
+            `batch_size`, run one after the other: the update of a batch
+            `accumulation_steps` times larger with the activation memory of one (see
+            `lmpipe.models.gradient_accumulation`). Steps, `steps_per_epoch`,
+            `warmup_steps` and `checkpoint_every` count updates.
         checkpoint_every: also checkpoint every this many steps (else at epoch ends).
         A step whose loss is NaN or infinite stops training with a `FloatingPointError`;
         the checkpoints written before it are kept.
@@ -219,6 +239,7 @@ def train(
         clipnorm=clipnorm,
         mixed_precision=mixed_precision,
         checkpoint_every=checkpoint_every,
+        accumulation_steps=accumulation_steps,
     )
     for name, value in (("epochs", epochs), ("steps_per_epoch", steps_per_epoch)):
         check_number(name, value, minimum=1, integer=True)
@@ -246,6 +267,7 @@ def train(
             optimizer=model_optimizer, jit_compile=False if compile_per_replica else jit_compile
         )
         _jit_compile_per_replica(model, compile_per_replica)
+        _accumulate_gradients(model, accumulation_steps)
         model.optimizer.build(model.trainable_variables)
     if keep_best is not None:
         keep_best.chief = is_chief(strategy)
@@ -258,7 +280,7 @@ def train(
             checkpoint,
             make_dataset,
             strategy=strategy,
-            per_replica=per_replica,
+            per_replica=per_replica * accumulation_steps,
             epochs=epochs,
             steps_per_epoch=steps_per_epoch,
             checkpoint_every=checkpoint_every,
@@ -449,8 +471,9 @@ def check_training_values(**options):
     """Raise a ValueError naming the option and its value unless each given training option
     has a valid value: numbers finite and in range (`learning_rate` > 0, `weight_decay` >= 0,
     `clipnorm` > 0 or None, `warmup_steps` an integer >= 0 or None, `checkpoint_every` an
-    integer >= 1 or None), `strategy` a known name or a `tf.distribute.Strategy`,
-    and `mixed_precision` a known policy. Options not given are not checked.
+    integer >= 1 or None, `accumulation_steps` an integer >= 1), `strategy` a known name or a
+    `tf.distribute.Strategy`, and `mixed_precision` a known policy. Options not given are not
+    checked.
     """
     ranges = {
         "learning_rate": dict(above=0),
@@ -458,6 +481,7 @@ def check_training_values(**options):
         "clipnorm": dict(above=0, none=True),
         "warmup_steps": dict(minimum=0, integer=True, none=True),
         "checkpoint_every": dict(minimum=1, integer=True, none=True),
+        "accumulation_steps": dict(minimum=1, integer=True),
     }
     for name, bounds in ranges.items():
         if name in options:

@@ -264,6 +264,13 @@ class XLNetPretraining(EncoderPipeline):
         per_replica = per_replica_batch_size(strategy, batch_size)
         self.options.check_batch_size(per_replica)
         mem_len = self.options.mem_len
+        if mem_len and arguments.get("accumulation_steps", 1) != 1:
+            raise ValueError(
+                f"`accumulation_steps={arguments['accumulation_steps']}` with Transformer-XL "
+                f"memory (mem_len={mem_len}): the memory holds one row per stream of a batch "
+                "and micro-batches would need rows of their own; train with mem_len=0 or "
+                "accumulation_steps=1."
+            )
         if mem_len and self.batch_size not in (None, per_replica):
             raise ValueError(
                 f"The model keeps memory for {self.batch_size} streams per replica; fit with "
