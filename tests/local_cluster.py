@@ -31,9 +31,16 @@ def run_workers(commands, timeout=300, env=None, cluster_size=None):
         cluster_size: workers in the cluster (default: one per command), to start only some
             of the workers of a larger cluster.
     """
+    workers = start_workers(commands, env, cluster_size)
+    return wait_for_workers(workers, timeout)
+
+
+def start_workers(commands, env=None, cluster_size=None):
+    """Start `commands[i]` as worker i of a local cluster (see `run_workers`); return the
+    `subprocess.Popen`s, their output piped."""
     size = cluster_size or len(commands)
     cluster = {"worker": [f"127.0.0.1:{free_port()}" for _ in range(size)]}
-    workers = [
+    return [
         subprocess.Popen(
             command,
             env={**os.environ, **(env or {}), "TF_CONFIG": tf_config(cluster, index)},
@@ -43,6 +50,11 @@ def run_workers(commands, timeout=300, env=None, cluster_size=None):
         )
         for index, command in enumerate(commands)
     ]
+
+
+def wait_for_workers(workers, timeout=300):
+    """`[(returncode, output)]` of started workers; past `timeout` seconds every worker still
+    running is killed and its return code is None."""
     deadline = time.monotonic() + timeout
     results = []
     try:

@@ -11,6 +11,7 @@ from lmpipe.pipelines.elmo_pretraining import ElmoPretraining
 from lmpipe.pipelines.fine_tuning import FineTuningPipeline
 from lmpipe.pipelines.gpt_pretraining import GptPretraining, LanguageModelOptions
 from lmpipe.pipelines.pipeline import Pipeline, PipelineOptions, load
+from lmpipe.pipelines.preemption import PREEMPTED_EXIT_CODE, Preempted
 from lmpipe.pipelines.schedules import TransformerSchedule, WarmupLinearDecay
 from lmpipe.pipelines.span_answerer import SpanAnswerer, SpanAnswererOptions
 from lmpipe.pipelines.text_classifier import TextClassifier
@@ -20,6 +21,7 @@ from lmpipe.pipelines.word2vec import Word2Vec
 from lmpipe.pipelines.xlnet_pretraining import XLNetPretraining, XLNetPretrainingOptions
 
 __all__ = [
+    "PREEMPTED_EXIT_CODE",
     "AlbertPretraining",
     "AlbertPretrainingOptions",
     "BertPretraining",
@@ -30,6 +32,7 @@ __all__ = [
     "LanguageModelOptions",
     "Pipeline",
     "PipelineOptions",
+    "Preempted",
     "SpanAnswerer",
     "SpanAnswererOptions",
     "TextClassifier",

@@ -23,6 +23,7 @@ from lmpipe.pipelines.distribution import (
     is_chief,
     per_replica_batch_size,
 )
+from lmpipe.pipelines.preemption import checkpoint_on_preemption
 from lmpipe.pipelines.schedules import adamw
 
 MIXED_PRECISION = (None, "float32", "mixed_bfloat16", "mixed_float16")
@@ -211,6 +212,9 @@ def train(
             `lmpipe.models.gradient_accumulation`). Steps, `steps_per_epoch`,
             `warmup_steps` and `checkpoint_every` count updates.
         checkpoint_every: also checkpoint every this many steps (else at epoch ends).
+        With `checkpoint_dir`, SIGTERM checkpoints the next step and raises `Preempted`, a
+        `SystemExit` with code 42 (see `lmpipe.pipelines.preemption`); all the workers of a
+        multi-worker run stop at the same step.
         A step whose loss is NaN or infinite stops training with a `FloatingPointError`;
         the checkpoints written before it are kept.
         log_dir: TensorBoard logs (defaults to `<checkpoint_dir>/logs`).
@@ -275,20 +279,22 @@ def train(
     if checkpoint_dir is not None:
         checkpoint = TrainingCheckpoint(checkpoint_dir, model, strategy, run_config)
     try:
-        history = _resume_and_fit(
-            model,
-            checkpoint,
-            make_dataset,
-            strategy=strategy,
-            per_replica=per_replica * accumulation_steps,
-            epochs=epochs,
-            steps_per_epoch=steps_per_epoch,
-            checkpoint_every=checkpoint_every,
-            log_dir=log_dir,
-            callbacks=callbacks,
-            verbose=verbose,
-            keep_best=keep_best,
-        )
+        with checkpoint_on_preemption(checkpoint, strategy) as preemption:
+            history = _resume_and_fit(
+                model,
+                checkpoint,
+                make_dataset,
+                strategy=strategy,
+                per_replica=per_replica * accumulation_steps,
+                epochs=epochs,
+                steps_per_epoch=steps_per_epoch,
+                checkpoint_every=checkpoint_every,
+                log_dir=log_dir,
+                callbacks=callbacks,
+                verbose=verbose,
+                keep_best=keep_best,
+                preemption=preemption,
+            )
     finally:
         if checkpoint is not None:
             checkpoint.close()
@@ -309,9 +315,11 @@ def _resume_and_fit(
     callbacks,
     verbose,
     keep_best=None,
+    preemption=None,
 ):
     """`train`'s second half: restore `checkpoint` (None: none), then fit the steps left;
-    with `keep_best`, leave the best epoch's weights in the model."""
+    with `keep_best`, leave the best epoch's weights in the model; `preemption`: the callback
+    that checkpoints and stops on SIGTERM (see `lmpipe.pipelines.preemption`)."""
     total_steps = epochs * steps_per_epoch
     steps_done = 0 if checkpoint is None else checkpoint.restore()
     if keep_best is not None:
@@ -349,6 +357,9 @@ def _resume_and_fit(
     if log_dir is not None:
         callbacks.append(keras.callbacks.TensorBoard(log_dir=log_dir, update_freq="epoch"))
         callbacks.append(StepScalars(log_dir, per_replica * strategy.num_replicas_in_sync))
+    if preemption is not None:
+        # Last: the step's checkpoint and logs are written before it may stop training.
+        callbacks.append(preemption)
 
     def dataset_from(step):
         def for_pipeline(input_context):

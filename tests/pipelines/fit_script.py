@@ -66,7 +66,16 @@ def main():
     )
     pipe = BertPretraining(tokenizer, seq_len=32, objective="nsp", seed=7, config=config)
 
-    callbacks = []
+    class FirstStep(keras.callbacks.Callback):
+        """The update count `fit` started (or resumed) from."""
+
+        step = None
+
+        def on_train_begin(self, logs=None):
+            if FirstStep.step is None:
+                FirstStep.step = int(self.model.optimizer.iterations.numpy())
+
+    callbacks = [FirstStep()]
     if arguments.step_delay:
 
         class SlowDown(keras.callbacks.Callback):
@@ -102,6 +111,7 @@ def main():
                 "history": history.history,
                 "epochs": history.epoch,
                 "steps": int(pipe.model.optimizer.iterations.numpy()),
+                "first_step": FirstStep.step,
             },
             file,
         )

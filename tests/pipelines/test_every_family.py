@@ -227,10 +227,11 @@ def families(corpus, tokenizer, translation_tokenizer, paper_tokenizers):
     }
 
 
-FAMILIES = [
-    *("bert", "albert", "xlnet", "gpt", "elmo", "translation", "classifier", "spans"),
-    "word2vec",
-]
+# The scenario of the task families runs from test_every_family_tasks.py: a file of its own,
+# so that the suite's two processes (pytest-xdist, one file each) share the work.
+PRETRAINING_FAMILIES = ["bert", "albert", "xlnet", "gpt", "elmo"]
+TASK_FAMILIES = ["translation", "classifier", "spans", "word2vec"]
+FAMILIES = PRETRAINING_FAMILIES + TASK_FAMILIES
 
 # What `lmpipe predict` gets from each family, and what it must print: the Python method's
 # result on the same text (None: the family has nothing to predict from text).
@@ -253,10 +254,15 @@ PREDICT = {
 }
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", PRETRAINING_FAMILIES)
 def test_every_family_goes_through_the_same_scenario(
     family, corpus, tokenizer, translation_tokenizer, paper_tokenizers, tmp_path, capsys
 ):
+    scenario(family, corpus, tokenizer, translation_tokenizer, paper_tokenizers, tmp_path, capsys)
+
+
+def scenario(family, corpus, tokenizer, translation_tokenizer, paper_tokenizers, tmp_path, capsys):
+    """The scenario of the module's docstring, for `family`."""
     families_ = families(corpus, tokenizer, translation_tokenizer, paper_tokenizers)
     make, data, fit_arguments = families_[family]
     pipe = make()
