@@ -23,6 +23,7 @@ import logging
 import tensorflow as tf
 
 from lmpipe.arguments import check_number, check_positive_int
+from lmpipe.datasets.corpus_manifest import FileIdentity, validated_file_stats
 from lmpipe.datasets.corpus_reading import (
     LINES_PER_BLOCK,
     as_document,
@@ -40,7 +41,6 @@ from lmpipe.datasets.corpus_validation import (
     expand_patterns,
     prose_note,
     resolve_format,
-    scan_file,
 )
 from lmpipe.datasets.held_out import held_out_indices
 from lmpipe.datasets.shakespeare import check_choices, shakespeare_play, shakespeare_plays
@@ -113,6 +113,7 @@ class TextCorpus:
         text_field="text",
         encoding_errors="strict",
         max_line_bytes=DEFAULT_MAX_LINE_BYTES,
+        manifest=True,
     ):
         """A corpus read from text files, validated now and streamed by `documents()`.
 
@@ -142,6 +143,10 @@ class TextCorpus:
         hold only whitespace, control or format characters are counted in `file_stats` (and
         shown by `describe()`); pretraining skips them, as they have no token.
 
+        What validation found is kept beside the files, in `.lmpipe-manifest.json` (see
+        `lmpipe.datasets.corpus_manifest`): the next start reads only the files whose size,
+        modification time or reading settings changed, not the whole corpus again.
+
         Args:
             patterns: a glob pattern or path, or a list of them (`tf.io.gfile.glob` syntax,
                 so `gs://` and other TensorFlow file systems work). Matches are sorted and
@@ -152,6 +157,7 @@ class TextCorpus:
                 byte sequence as U+FFFD, in validation and in `documents()` alike.
             max_line_bytes: the longest line accepted, in bytes without the line break
                 (`DEFAULT_MAX_LINE_BYTES`, 10 MiB); raise it to read longer lines.
+            manifest: read and write the manifest; False validates every file again.
 
         Returns:
             A `TextCorpus`; `file_stats` holds the counts of each file.
@@ -168,10 +174,9 @@ class TextCorpus:
         check_positive_int("max_line_bytes", max_line_bytes)
         files = expand_patterns(patterns)
         file_format = resolve_format(format, files)
-        stats = [
-            scan_file(path, file_format, text_field, encoding_errors, max_line_bytes)
-            for path in files
-        ]
+        stats = validated_file_stats(
+            files, file_format, text_field, encoding_errors, max_line_bytes, manifest
+        )
         notes = []
         if format == "auto" and file_format == "bert":
             notes = [note for note in map(prose_note, files) if note]
@@ -404,6 +409,24 @@ class TextCorpus:
     def file_stats(self):
         """A `FileStats` per file, in the order of `files`."""
         return self._file_stats
+
+    def fingerprint(self):
+        """What identifies a file corpus's content as it is now, JSON-serializable: its files
+        with their sizes and modification times, and the reading settings; None for an
+        in-memory corpus. Equal fingerprints: what was counted over the corpus still holds
+        (the pipelines keep their count of steps in one pass by it)."""
+        if self._documents is not None or not self._files:
+            return None
+        identities = [FileIdentity.of(path) for path in self._files]
+        return {
+            "files": [
+                [path, identity.size, identity.mtime_ns]
+                for path, identity in zip(self._files, identities, strict=True)
+            ],
+            "format": self._format,
+            "text_field": self._text_field,
+            "encoding_errors": self._encoding_errors,
+        }
 
     @property
     def num_documents(self):

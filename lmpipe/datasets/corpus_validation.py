@@ -32,6 +32,9 @@ process."""
 
 _JSONL_EXTENSIONS = (".jsonl", ".json")
 
+MANIFEST_FILE = ".lmpipe-manifest.json"
+"""The corpus manifest's name (see `lmpipe.datasets.corpus_manifest`), in each corpus folder."""
+
 
 @dataclasses.dataclass(frozen=True)
 class FileStats:
@@ -67,7 +70,12 @@ def expand_patterns(patterns):
         if not isinstance(pattern, (str, os.PathLike)):
             raise ValueError(f"Each pattern must be a string, got {pattern!r}.")
         pattern = os.fspath(pattern)
-        matches = tf.io.gfile.glob(pattern)
+        # Not the corpus manifests (nor their temporary files) a wide pattern also matches.
+        matches = [
+            match
+            for match in tf.io.gfile.glob(pattern)
+            if not os.path.basename(match).startswith(MANIFEST_FILE)
+        ]
         if not matches:
             raise ValueError(f"No file matches the pattern {pattern!r}.")
         for match in matches:
@@ -128,13 +136,23 @@ def _open_binary(path):
 
 
 def scan_file(path, file_format, text_field, encoding_errors, max_line_bytes):
-    """Read a file once, line by line, in binary; raise on bad input; count what it holds."""
+    """Read a file once, line by line, in binary; raise on bad input; count what it holds.
+
+    Returns:
+        `(FileStats, longest_line)`: the counts, and `{"bytes": size, "line": number}` of the
+        longest line (its size without the line break; the first of the longest).
+    """
     counter = FileCounter(path, file_format, text_field, encoding_errors)
     block, first_line = [], 1
+    longest_raw, longest, longest_number = 0, -1, 0  # raw: with its line break
     with _open_binary(path) as stream:
         for line in stream:
-            if len(line) > max_line_bytes:
-                _check_line_length(path, file_format, first_line + len(block), line, max_line_bytes)
+            if len(line) >= longest_raw:  # only such a line can be the longest
+                longest_raw, size = len(line), len(line.rstrip(b"\n"))
+                number = first_line + len(block)
+                check_line_length(path, file_format, number, size, max_line_bytes)
+                if size > longest:
+                    longest, longest_number = size, number
             block.append(line)
             if len(block) == LINES_PER_BLOCK:
                 counter.add_block(block, first_line)
@@ -143,7 +161,7 @@ def scan_file(path, file_format, text_field, encoding_errors, max_line_bytes):
         counter.add_block(block, first_line)
         if first_line == 1 and not block:
             raise ValueError(f"{path} is empty.")
-    return counter.finish()
+    return counter.finish(), {"bytes": max(longest, 0), "line": longest_number}
 
 
 _LINE_IS = {
@@ -154,9 +172,9 @@ _LINE_IS = {
 }
 
 
-def _check_line_length(path, file_format, number, line, max_line_bytes):
-    """Raise if `line` (raw bytes, with its line break) is longer than `max_line_bytes`."""
-    size = len(line.rstrip(b"\n"))
+def check_line_length(path, file_format, number, size, max_line_bytes):
+    """Raise if line `number` of `path`, `size` bytes without its line break, is longer than
+    `max_line_bytes`."""
     if size > max_line_bytes:
         raise ValueError(
             f"{path}, line {number}: {size:,} bytes, more than max_line_bytes="

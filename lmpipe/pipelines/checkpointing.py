@@ -27,6 +27,7 @@ import os
 import re
 import shutil
 import tempfile
+import uuid
 
 import keras
 import numpy as np
@@ -45,6 +46,20 @@ RESUME_CHECK_TIMEOUT = 600
 logger = logging.getLogger(__name__)
 _CHECKPOINT_FILE = re.compile(rf"^{CHECKPOINT_NAME}-(\d+)\.index$")
 _LEFTOVER = re.compile(rf"^({CHECKPOINT_NAME}-\d+_temp|{re.escape(TEMPORARY_PREFIX)}.*)$")
+
+
+def write_json_atomically(path, value):
+    """Write `value` as JSON to `path` through a temporary file beside it, renamed over `path`:
+    a reader (or a run killed meanwhile) finds the whole old file or the whole new one; a
+    temporary file a kill leaves is removed as a leftover when the next run starts."""
+    folder = os.path.dirname(path)
+    tf.io.gfile.makedirs(folder)
+    temporary = os.path.join(
+        folder, f"{TEMPORARY_PREFIX}{uuid.uuid4().hex[:8]}-{os.path.basename(path)}"
+    )
+    with tf.io.gfile.GFile(temporary, "w") as file:
+        json.dump(value, file, indent=2, sort_keys=True)
+    tf.io.gfile.rename(temporary, path, overwrite=True)
 
 
 class TrainingCheckpoint:
@@ -254,13 +269,7 @@ class TrainingCheckpoint:
         return os.path.join(self.directory, RUN_FILE)
 
     def _write_run_config(self):
-        """Write `run.json` through a temporary file, so that a killed run leaves the whole
-        file or none."""
-        tf.io.gfile.makedirs(self.directory)
-        temporary = os.path.join(self.directory, f"{TEMPORARY_PREFIX}{RUN_FILE}")
-        with tf.io.gfile.GFile(temporary, "w") as file:
-            json.dump(self.run_config, file, indent=2, sort_keys=True)
-        tf.io.gfile.rename(temporary, self._run_path(), overwrite=True)
+        write_json_atomically(self._run_path(), self.run_config)
 
     def _check_run_config(self):
         run_path = self._run_path()

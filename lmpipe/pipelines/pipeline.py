@@ -11,7 +11,9 @@ configuration; one `load` reads any family) and `export`.
 """
 
 import dataclasses
+import json
 import math
+import os
 
 import numpy as np
 import tensorflow as tf
@@ -23,6 +25,7 @@ from lmpipe.models.configs import config_from_dict, config_to_dict
 from lmpipe.models.samplers import traced_function
 from lmpipe.pipelines import saved_pipeline
 from lmpipe.pipelines.best_epoch import KeepBest
+from lmpipe.pipelines.checkpointing import write_json_atomically
 from lmpipe.pipelines.training import (
     TRAINING_OPTIONS,
     EvaluateEachEpoch,
@@ -33,6 +36,8 @@ from lmpipe.pipelines.training import (
 )
 
 NO_MODEL = "The pipeline has no model yet: call fit() or load() first."
+STEPS_FILE = "one_pass_steps.json"
+"""Kept in `checkpoint_dir`: the steps of one pass over a file corpus (see `Pipeline.fit`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -255,7 +260,7 @@ class Pipeline:
         self.before_fit(data)
         if steps_per_epoch is None:
             update_batch = batch_size * options.get("accumulation_steps", 1)
-            steps = self.steps_in_one_pass(data, update_batch)
+            steps = self._counted_steps(data, update_batch, options.get("checkpoint_dir"))
             steps_per_epoch = one_pass_steps(steps, update_batch, self.data_name)
         if validation is not None:
             batches = self.evaluation_batches(validation, batch_size, None)
@@ -281,6 +286,32 @@ class Pipeline:
         )
         self.after_fit()
         return history
+
+    def _counted_steps(self, data, batch_size, checkpoint_dir):
+        """`steps_in_one_pass(data, batch_size)`, kept in `checkpoint_dir` for data with a
+        `fingerprint()` (file corpora), so that a resumed run (or a rerun) of the same
+        configuration on the same files does not count them again: on a large corpus the
+        count is a pass over all its examples."""
+        fingerprint = getattr(data, "fingerprint", lambda: None)()
+        if checkpoint_dir is None or fingerprint is None:
+            return self.steps_in_one_pass(data, batch_size)
+        key = json.loads(
+            json.dumps(
+                {"data": fingerprint, "batch_size": batch_size, "run": self.run_config()},
+                default=str,
+            )
+        )
+        path = os.path.join(checkpoint_dir, STEPS_FILE)
+        try:
+            with tf.io.gfile.GFile(path) as file:
+                kept = json.load(file)
+            if kept.get("key") == key:
+                return int(kept["steps"])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, tf.errors.OpError):
+            pass  # none yet, or not readable: count again
+        steps = self.steps_in_one_pass(data, batch_size)
+        write_json_atomically(path, {"key": key, "steps": steps})
+        return steps
 
     # Evaluation -------------------------------------------------------------------------------
 
