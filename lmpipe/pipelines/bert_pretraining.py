@@ -23,7 +23,7 @@ from lmpipe.datasets.bert_examples import (
     special_token_count,
 )
 from lmpipe.datasets.masking import MaskedLMMasker
-from lmpipe.datasets.packing import min_sequence_length, pack_masked_texts
+from lmpipe.datasets.packing import cut_to_longest, min_sequence_length, pack_masked_texts
 from lmpipe.datasets.sentence_piece import SentencePieceTokenizer
 from lmpipe.datasets.wordpiece import WordPieceTokenizer
 from lmpipe.models.albert import AlbertConfig
@@ -415,7 +415,9 @@ class BertPretraining(EncoderPipeline):
             )
             def fill_mask(text):
                 packed = pack_masked_texts(tokenizer, text, seq_len, most)
-                features = {name: packed[name] for name in (*ENCODER_FEATURES, "mask_positions")}
+                # The encoder runs on the texts padded to the longest, not to seq_len.
+                features = cut_to_longest({name: packed[name] for name in ENCODER_FEATURES})
+                features["mask_positions"] = packed["mask_positions"]  # inside the texts
                 logits = model(features, training=False)["mlm_logits"]  # [N, P, V]
                 probabilities = tf.nn.softmax(tf.cast(logits, tf.float32))
                 ranked = tf.where(tf.constant(banned), -1.0, probabilities)

@@ -6,7 +6,7 @@
   (length at most `seq_len`) -> the model's outputs, float32.
 - `serve_text`: `text`, string `[batch]` -> the same outputs. The text is tokenized with the
   WordPiece tokenizer in the graph, cut to `seq_len - 2` pieces, packed as `[CLS] text [SEP]`
-  and padded to `seq_len`.
+  and padded to the batch's longest (see below).
 - `serve_text_pair` (with `pairs=True`): `text` and `text_pair`, string `[batch]` each ->
   the same outputs for `[CLS] text [SEP] text_pair [SEP]`, the longer side cut first.
 
@@ -16,10 +16,12 @@ More signatures can be added (`extra_signatures`): BERT and ALBERT pipelines add
 With `layout="xlnet"` (XLNet encoders) the text signatures pack `text [SEP] [CLS]` and
 `text [SEP] text_pair [SEP] [CLS]` instead, `[CLS]` last with segment id 2.
 
-Text signatures pad to `seq_len`, not to the longest text of the batch, so a text gets the
-same output shapes whatever it is batched with (TF Serving's server-side batching joins
-requests and splits the outputs by rows only; padding per batch would give a request outputs
-as long as another request's text).
+Text signatures run the model on the batch's texts padded to the longest of them (at most
+`seq_len`), not to `seq_len`: short texts cost what their length costs. Outputs with a position
+axis (`sequence_output`) are padded back with zeros to `seq_len`, so a text gets the same
+output shapes whatever it is batched with (TF Serving's server-side batching joins requests
+and splits the outputs by rows only); the values at a text's own positions do not depend on
+the others' lengths (padding is masked), up to float rounding.
 """
 
 import os
@@ -33,7 +35,7 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the tokenizer ops the signatures use)
 
 from lmpipe.arguments import check_number
-from lmpipe.datasets.packing import LAYOUTS, check_sequence_length, pack_texts
+from lmpipe.datasets.packing import LAYOUTS, check_sequence_length, cut_to_longest, pack_texts
 from lmpipe.datasets.permutation import MAX_SEQ_LEN as XLNET_MAX_SEQ_LEN
 from lmpipe.serving import versions
 from lmpipe.serving.warmup import prediction_log, write_warmup_requests
@@ -342,7 +344,9 @@ class ServingModule(tf.Module):
         return self._forward(features)
 
     def _serve_text(self, text):
-        return self._forward(pack_texts(self.tokenizer, text, self.seq_len, layout=self.layout))
+        return self._forward.on_longest(
+            pack_texts(self.tokenizer, text, self.seq_len, layout=self.layout), self.seq_len
+        )
 
     def _serve_text_pair(self, text, text_pair):
         check = tf.debugging.assert_equal(
@@ -350,8 +354,9 @@ class ServingModule(tf.Module):
         )
         with tf.control_dependencies([check] if check is not None else []):
             text_pair = tf.identity(text_pair)
-        return self._forward(
-            pack_texts(self.tokenizer, text, self.seq_len, text_pair, layout=self.layout)
+        return self._forward.on_longest(
+            pack_texts(self.tokenizer, text, self.seq_len, text_pair, layout=self.layout),
+            self.seq_len,
         )
 
 
@@ -362,12 +367,25 @@ class _Untracked:
         self.value = value
 
 
+def _probe(tokenizer, length):
+    """`[1, length]` features: `[CLS]`, the largest id, `[SEP]`, then padding."""
+    ids = np.full([1, length], tokenizer.pad_id, np.int32)
+    ids[0, :3] = [tokenizer.cls_id, tokenizer.vocabulary_size - 1, tokenizer.sep_id]
+    return {
+        "token_ids": tf.constant(ids),
+        "segment_ids": tf.zeros([1, length], tf.int32),
+        "padding_mask": tf.constant((ids != tokenizer.pad_id).astype(np.int32)),
+    }
+
+
 class _Forward:
     """The model call and the served outputs, float32; kept out of the saved object graph."""
 
     def __init__(self, model, outputs):
         self.model = model
         self.outputs = outputs
+        self.position_outputs = {}  # {name: position axis}, found by `check`
+        self.cut = True
 
     def __call__(self, features):
         if isinstance(self.model, keras.Model):
@@ -376,18 +394,33 @@ class _Forward:
             result = self.model(features)
         return self._served(result)
 
+    def on_longest(self, features, seq_len):
+        """The outputs for right-padded `features` `[B, seq_len]`, computed on them cut to the
+        batch's longest sequence; outputs with a position axis (axis 1 of the cut length:
+        `sequence_output`, per-token scores) are zero at padding and padded back to `seq_len`
+        with zeros, so a text's outputs have the same shapes and values whatever it is
+        batched with."""
+        if not self.cut:
+            return self(features)
+        features = cut_to_longest(features)
+        outputs = self(features)
+        return {
+            name: pad_positions(
+                value, features["padding_mask"], seq_len, self.position_outputs[name]
+            )
+            if name in self.position_outputs
+            else value
+            for name, value in outputs.items()
+        }
+
     def check(self, tokenizer, seq_len):
         """Run the model once on `[1, seq_len]` ids, the largest id included: a clear error
-        now rather than a failing signature (position table or vocabulary too small)."""
-        ids = np.full([1, seq_len], tokenizer.pad_id, np.int32)
-        ids[0, :3] = [tokenizer.cls_id, tokenizer.vocabulary_size - 1, tokenizer.sep_id]
-        features = {
-            "token_ids": tf.constant(ids),
-            "segment_ids": tf.zeros([1, seq_len], tf.int32),
-            "padding_mask": tf.constant((ids != tokenizer.pad_id).astype(np.int32)),
-        }
+        now rather than a failing signature (position table or vocabulary too small). Then
+        once on 3 ids, to find the outputs with a position axis (`position_outputs`: axis 1
+        follows the input's length); a model that takes only `seq_len` positions (a fixed
+        input shape) is served at `seq_len` (`cut` False)."""
         try:
-            self(features)
+            long = self(_probe(tokenizer, seq_len))
         except (tf.errors.OpError, ValueError, TypeError, KeyError, IndexError) as error:
             if isinstance(error, _OutputError):
                 raise ValueError(str(error)) from None
@@ -396,6 +429,20 @@ class _Forward:
                 f"the tokenizer's vocabulary_size={tokenizer.vocabulary_size} (is its position "
                 f"table shorter than seq_len, or its vocabulary smaller?): {error}"
             ) from error
+        try:
+            short = self(_probe(tokenizer, 3)) if seq_len > 3 else long
+        except (tf.errors.OpError, ValueError, TypeError, KeyError, IndexError):
+            self.cut = False
+            return
+        self.position_outputs = {}
+        for name, value in long.items():
+            axes = [
+                axis
+                for axis in range(1, value.shape.rank)
+                if value.shape[axis] == seq_len and short[name].shape[axis] == min(seq_len, 3)
+            ]
+            if axes:
+                self.position_outputs[name] = axes[0]
 
     def _served(self, result):
         if self.outputs is None:
@@ -443,6 +490,25 @@ class _Forward:
         if not served:
             raise _OutputError("The model has no output to serve.")
         return served
+
+
+def pad_positions(value, padding_mask, seq_len, axis=1):
+    """An output `[B, ..., L, ...]` with a position axis `axis` (of features cut to `L`
+    positions, `padding_mask` `[B, L]`; ELMo's layers come before it), zero at padding and
+    padded with zeros to `seq_len` positions."""
+    rank = value.shape.rank
+    mask = tf.cast(padding_mask, value.dtype)  # [B, L] -> [B, 1.., L, 1..]
+    mask = tf.reshape(
+        mask,
+        tf.concat(
+            [tf.shape(mask)[:1], [1] * (axis - 1), tf.shape(mask)[1:], [1] * (rank - axis - 1)], 0
+        ),
+    )
+    pad = [[0, 0]] * rank
+    pad[axis] = [0, seq_len - tf.shape(value)[axis]]
+    shape = value.shape.as_list()
+    shape[axis] = seq_len
+    return tf.ensure_shape(tf.pad(value * mask, pad), shape)
 
 
 def model_positions(model):

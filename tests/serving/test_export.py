@@ -122,6 +122,17 @@ def keras_outputs(encoder, features):
     return {name: np.asarray(value, np.float32) for name, value in outputs.items()}
 
 
+def text_outputs(encoder, features):
+    """What the text signatures serve for `features`: the model's outputs, per-position ones
+    (`sequence_output`) zero at padding."""
+    outputs = keras_outputs(encoder, features)
+    mask = np.asarray(features["padding_mask"], np.float32)
+    return {
+        name: value * mask[..., None] if value.ndim == 3 else value
+        for name, value in outputs.items()
+    }
+
+
 def assert_outputs_equal(actual, expected, atol=1e-5):
     assert set(actual) == set(expected)
     for name in expected:
@@ -319,7 +330,7 @@ def test_serving_default_equals_keras_model(server, encoder, tokenizer):
 
 def test_serve_text_equals_in_process_tokenizer_and_packing(server, encoder, tokenizer):
     outputs = server.predict("serve_text", {"text": strings(TEXTS)})
-    assert_outputs_equal(outputs, keras_outputs(encoder, reference_pack(tokenizer, TEXTS)))
+    assert_outputs_equal(outputs, text_outputs(encoder, reference_pack(tokenizer, TEXTS)))
 
 
 def test_serve_text_pair_cuts_the_longer_side_first(server, encoder, tokenizer):
@@ -328,7 +339,7 @@ def test_serve_text_pair_cuts_the_longer_side_first(server, encoder, tokenizer):
     )
     expected = reference_pack(tokenizer, TEXTS, PAIRS)
     assert expected["padding_mask"][1].sum() == SEQ_LEN  # the cut example: "" + a long pair
-    assert_outputs_equal(outputs, keras_outputs(encoder, expected))
+    assert_outputs_equal(outputs, text_outputs(encoder, expected))
 
 
 def test_empty_string_is_cls_sep(server, encoder, tokenizer):
@@ -340,7 +351,7 @@ def test_empty_string_is_cls_sep(server, encoder, tokenizer):
         "padding_mask": (ids != tokenizer.pad_id).astype(np.int32),
     }
     outputs = server.predict("serve_text", {"text": strings([""])})
-    assert_outputs_equal(outputs, keras_outputs(encoder, features))
+    assert_outputs_equal(outputs, text_outputs(encoder, features))
 
 
 def test_int64_inputs_are_rejected_like_the_server(server, tokenizer):
@@ -526,7 +537,7 @@ def test_mixed_bfloat16_model_serves_float32(tmp_path, tokenizer):
     for signature in read_signature_defs(path).values():
         assert {tf.as_dtype(info.dtype) for info in signature.outputs.values()} == {tf.float32}
     outputs = run_tf1_loader(path, "serve_text", {"text": strings(TEXTS)})
-    expected = keras_outputs(model, reference_pack(tokenizer, TEXTS))
+    expected = text_outputs(model, reference_pack(tokenizer, TEXTS))
     assert_outputs_close_in_bfloat16(outputs, expected)
 
 
@@ -626,6 +637,48 @@ def test_text_signatures_are_safe_to_batch(signatures):
         {"text": strings(TEXTS[2:3]), "text_pair": strings(PAIRS[1:2])},
     ]
     assert_batching(signatures("serve_text_pair"), pairs, equal=True)
+
+
+def test_text_signatures_run_the_model_on_the_requests_longest_text(tmp_path, tokenizer):
+    # A model that reports the length it runs at, and a per-position output.
+    inputs = {
+        name: keras.Input(shape=(None,), dtype="int32", name=name)
+        for name in ("token_ids", "segment_ids", "padding_mask")
+    }
+    ids = keras.ops.cast(inputs["token_ids"], "float32")
+    length = keras.layers.Lambda(
+        lambda x: keras.ops.ones_like(x[:, :1]) * keras.ops.cast(keras.ops.shape(x)[1], x.dtype),
+        output_shape=(1,),
+    )
+    model = keras.Model(inputs, {"length": length(ids), "positions": ids[:, :, None] + 1.0})
+    path = export_saved_model(tmp_path, model, tokenizer, SEQ_LEN, warmup=False)
+    serve_text = tf.saved_model.load(path).signatures["serve_text"]
+    short = ["to be", "or not to be"]  # [CLS] 2 [SEP] and [CLS] 4 [SEP] word pieces at most
+    outputs = serve_text(text=tf.constant(short))
+    packed = reference_pack(tokenizer, short)
+    longest = int(packed["padding_mask"].sum(axis=1).max())
+    assert longest < SEQ_LEN
+    np.testing.assert_array_equal(outputs["length"].numpy(), [[longest], [longest]])
+    # Per-position outputs: the model's at real positions, zero at padding, seq_len long.
+    expected = (packed["token_ids"] + 1.0) * packed["padding_mask"]
+    np.testing.assert_array_equal(outputs["positions"].numpy()[:, :, 0], expected)
+    long = serve_text(text=tf.constant([" ".join(["question"] * 40)]))
+    assert long["length"].numpy()[0, 0] == SEQ_LEN  # cut to seq_len as before
+
+
+def test_a_model_of_fixed_length_is_served_at_seq_len(tmp_path, tokenizer):
+    inputs = {
+        name: keras.Input(shape=(SEQ_LEN,), dtype="int32", name=name)
+        for name in ("token_ids", "segment_ids", "padding_mask")
+    }
+    flat = keras.ops.cast(inputs["token_ids"], "float32")  # [B, SEQ_LEN]: needs every position
+    model = keras.Model(inputs, {"scores": keras.layers.Dense(2)(flat)})
+    path = export_saved_model(tmp_path, model, tokenizer, SEQ_LEN, warmup=False)
+    served = tf.saved_model.load(path).signatures["serve_text"](text=tf.constant(["to be"]))
+    features = reference_pack(tokenizer, ["to be"])
+    np.testing.assert_allclose(
+        served["scores"], keras_outputs(model, features)["scores"], atol=1e-5
+    )
 
 
 def test_id_signatures_batch_safely_only_at_one_length(signatures, tokenizer):
