@@ -60,6 +60,7 @@ NOT_FOR_WORD2VEC = (
     "--mixed-precision",
     "--xla",
     "--accumulation-steps",
+    "--data-service",
 )
 
 
@@ -250,6 +251,7 @@ def _check_pretrain_arguments(arguments, strategy):
             learning_rate=arguments.learning_rate,
             checkpoint_every=arguments.checkpoint_every,
             mixed_precision=arguments.mixed_precision,
+            data_service=arguments.data_service,
         )
         per_replica_batch_size(strategy, arguments.batch_size)
         pretrained = _pretrained_pipeline(arguments) if arguments.pretrained else None
@@ -262,6 +264,12 @@ def _check_pretrain_arguments(arguments, strategy):
             f"error: --accumulation-steps {arguments.accumulation_steps} with XLNet's memory "
             f"(--mem-len {mem_len}): the memory keeps one row per stream of a batch; give "
             "--mem-len 0 or --accumulation-steps 1"
+        )
+    if mem_len and arguments.data_service is not None:
+        raise SystemExit(
+            f"error: --data-service with XLNet's memory (--mem-len {mem_len}): the memory needs "
+            "each stream's batches in order, which the service's workers do not keep; give "
+            "--mem-len 0 or train without --data-service"
         )
     _check_tokenizer_source(arguments)
     return pretrained
@@ -297,11 +305,14 @@ def _as_flags(message):
 
 _OPTION_FLAGS = {
     "pretrained": "--pretrained",
+    "worker_addresses": "--worker-addresses",
+    "workers": "--workers",
     "seq_len": "--seq-len",
     "reuse_len": "--reuse-len",
     "mem_len": "--mem-len",
     "batch_size": "--batch-size",
     "accumulation_steps": "--accumulation-steps",
+    "data_service": "--data-service",
     "learning_rate": "--learning-rate",
     "checkpoint_every": "--checkpoint-every",
     "method": "--method",
@@ -434,6 +445,7 @@ def _pretrain(arguments):
         mixed_precision=arguments.mixed_precision,
         jit_compile=arguments.xla,
         accumulation_steps=arguments.accumulation_steps,
+        data_service=arguments.data_service,
     )
     pipe = _save_after_fit(pipe, strategy, arguments.out)
     if pipe is None:
@@ -614,7 +626,11 @@ def _train_translation(arguments):
         per_replica_batch_size(strategy, arguments.batch_size)
         values = {"learning_rate": arguments.learning_rate}
         values = {name: value for name, value in values.items() if value is not None}
-        check_training_values(checkpoint_every=arguments.checkpoint_every, **values)
+        check_training_values(
+            checkpoint_every=arguments.checkpoint_every,
+            data_service=arguments.data_service,
+            **values,
+        )
     except ValueError as error:
         raise SystemExit(f"error: {_as_flags(str(error))}") from None
     pipe = _translation_pipeline(arguments)
@@ -640,6 +656,7 @@ def _train_translation(arguments):
         checkpoint_dir=os.path.join(arguments.out, "checkpoints"),
         checkpoint_every=arguments.checkpoint_every,
         accumulation_steps=arguments.accumulation_steps,
+        data_service=arguments.data_service,
         **learning_rate,
     )
     pipe = _save_after_fit(pipe, strategy, arguments.out)
@@ -792,6 +809,7 @@ def _fit_fine_tuning(pipe, train, validation, arguments, strategy):
         checkpoint_dir=os.path.join(arguments.out, "checkpoints"),
         learning_rate=arguments.learning_rate,
         accumulation_steps=arguments.accumulation_steps,
+        data_service=arguments.data_service,
     )
 
 
@@ -804,9 +822,15 @@ def _from_scratch(pipe, seed):
 
 
 def _check_patience(arguments):
-    """The early-stopping flags of `lmpipe finetune` (and --accumulation-steps), before any
-    data is read."""
+    """The early-stopping flags of `lmpipe finetune` (and --accumulation-steps,
+    --data-service), before any data is read."""
     _check_positive(patience=arguments.patience, accumulation_steps=arguments.accumulation_steps)
+    from lmpipe.pipelines.data_service import check_data_service
+
+    try:
+        check_data_service(arguments.data_service)
+    except ValueError as error:
+        raise SystemExit(f"error: {_as_flags(str(error))}") from None
     if arguments.patience is not None and arguments.validation is None:
         raise SystemExit("error: --patience watches --validation: give a --validation file")
     if not arguments.monitor.startswith("val_"):
@@ -1414,6 +1438,53 @@ def _evaluate(arguments):
     return 0
 
 
+def _data_service(arguments):
+    from lmpipe.pipelines.data_service import (
+        check_data_service,
+        serve_until_stopped,
+        start_data_service,
+        start_worker,
+    )
+
+    _check_positive(port=arguments.port)
+    if arguments.workers < 0:
+        raise SystemExit(f"error: --workers must be 0 or more, got {arguments.workers}")
+    try:
+        for address in [arguments.join, *arguments.worker_addresses]:
+            check_data_service(address)
+    except ValueError as error:
+        raise SystemExit(f"error: {str(error).replace('`data_service`', 'an address')}") from None
+    address = f"{arguments.host}:{arguments.port}"
+    if arguments.join is not None:
+        worker = start_worker(arguments.join, arguments.port, address)
+        print(
+            f"tf.data service worker {address} serving the dispatcher {arguments.join}",
+            flush=True,
+        )
+        try:
+            serve_until_stopped()
+        finally:
+            worker.stop()
+    try:
+        service = start_data_service(
+            arguments.port, arguments.workers, arguments.host, arguments.worker_addresses
+        )
+    except ValueError as error:
+        raise SystemExit(f"error: {_as_flags(str(error))}") from None
+    waits = f", waiting for {len(arguments.worker_addresses)} more" * bool(
+        arguments.worker_addresses
+    )
+    print(
+        f"tf.data service dispatcher {address} with {arguments.workers} worker(s) here{waits}; "
+        f"train with --data-service {address}",
+        flush=True,
+    )
+    try:
+        service.join()
+    finally:
+        service.stop()
+
+
 def _summarize(arguments):
     from lmpipe import models
 
@@ -1462,6 +1533,13 @@ def _add_training_options(
     )
     parser.add_argument(
         "--learning-rate", type=float, default=learning_rate, help=learning_rate_help
+    )
+    parser.add_argument(
+        "--data-service",
+        default=None,
+        metavar="HOST:PORT",
+        help="build the training batches on the workers of this tf.data service dispatcher "
+        "(lmpipe data-service)",
     )
     if seq_len:
         parser.add_argument(
@@ -1970,6 +2048,37 @@ def build_parser():
     )
     evaluate.add_argument("--json", action="store_true", help="the metrics as one JSON object")
     evaluate.set_defaults(run=_evaluate)
+
+    service = commands.add_parser(
+        "data-service",
+        parents=[common],
+        formatter_class=_Help,
+        help="run a tf.data service (dispatcher and workers) for --data-service",
+        description="Run a tf.data service dispatcher and workers until stopped (Ctrl-C or "
+        "SIGTERM); training commands given --data-service HOST:PORT have their batches built "
+        "here. With --join, run one worker for a dispatcher on another machine.",
+    )
+    service.add_argument(
+        "--port", type=int, default=5050, help="the dispatcher's port (with --join: the worker's)"
+    )
+    service.add_argument("--workers", type=int, default=1, help="workers started here")
+    service.add_argument(
+        "--host", default="localhost", help="the name trainers and workers reach this machine by"
+    )
+    service.add_argument(
+        "--worker-addresses",
+        nargs="+",
+        default=[],
+        metavar="HOST:PORT",
+        help="workers started on other machines with --join, which the dispatcher waits for",
+    )
+    service.add_argument(
+        "--join",
+        default=None,
+        metavar="HOST:PORT",
+        help="run one worker (on --port) for the dispatcher at this address",
+    )
+    service.set_defaults(run=_data_service)
 
     summarize = commands.add_parser(
         "summarize",

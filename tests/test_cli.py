@@ -61,6 +61,7 @@ def no_corpus(monkeypatch):
         (["--learning-rate", "nan"], "--learning-rate must be a positive finite number"),
         (["--checkpoint-every", "0"], "--checkpoint-every must be a positive integer"),
         (["--accumulation-steps", "0"], "--accumulation-steps must be a positive integer"),
+        (["--data-service", "dispatcher"], "--data-service must be the dispatcher's address"),
         (["--vocab-size", "50"], "--vocab-size must be at least 105"),
     ],
 )
@@ -425,6 +426,8 @@ def test_pretrain_word2vec_saves_evaluates_exports_and_predicts(tmp_path, capsys
         ("word2vec", ["--accumulation-steps", "2"], "--accumulation-steps is not for word2vec"),
         ("bert", ["--vector-size", "8"], "--vector-size is for word2vec"),
         ("xlnet", ["--accumulation-steps", "2"], "--accumulation-steps 2 with XLNet's memory"),
+        ("xlnet", ["--data-service", "localhost:5050"], "--data-service with XLNet's memory"),
+        ("word2vec", ["--data-service", "localhost:5050"], "--data-service is not for word2vec"),
     ],
 )
 def test_word2vec_flags_are_checked_before_the_corpus_is_read(tmp_path, model, options, message):

@@ -16,6 +16,7 @@ from lmpipe.pipelines.checkpointing import (
     StopOnNonFiniteLoss,
     TrainingCheckpoint,
 )
+from lmpipe.pipelines.data_service import check_data_service, from_data_service
 from lmpipe.pipelines.distribution import (
     check_strategy,
     distributed_dataset,
@@ -171,6 +172,7 @@ def train(
     mixed_precision=None,
     jit_compile=False,
     accumulation_steps=1,
+    data_service=None,
     checkpoint_every=None,
     log_dir=None,
     callbacks=None,
@@ -211,6 +213,9 @@ def train(
             `accumulation_steps` times larger with the activation memory of one (see
             `lmpipe.models.gradient_accumulation`). Steps, `steps_per_epoch`,
             `warmup_steps` and `checkpoint_every` count updates.
+        data_service: the address of a tf.data service dispatcher (`grpc://host:port`, see
+            `lmpipe data-service`): the training batches are built by its workers, not on
+            this machine's CPUs (see `lmpipe.pipelines.data_service` for what stays exact).
         checkpoint_every: also checkpoint every this many steps (else at epoch ends).
         With `checkpoint_dir`, SIGTERM checkpoints the next step and raises `Preempted`, a
         `SystemExit` with code 42 (see `lmpipe.pipelines.preemption`); all the workers of a
@@ -244,6 +249,7 @@ def train(
         mixed_precision=mixed_precision,
         checkpoint_every=checkpoint_every,
         accumulation_steps=accumulation_steps,
+        data_service=data_service,
     )
     for name, value in (("epochs", epochs), ("steps_per_epoch", steps_per_epoch)):
         check_number(name, value, minimum=1, integer=True)
@@ -294,6 +300,7 @@ def train(
                 verbose=verbose,
                 keep_best=keep_best,
                 preemption=preemption,
+                data_service=data_service,
             )
     finally:
         if checkpoint is not None:
@@ -316,6 +323,7 @@ def _resume_and_fit(
     verbose,
     keep_best=None,
     preemption=None,
+    data_service=None,
 ):
     """`train`'s second half: restore `checkpoint` (None: none), then fit the steps left;
     with `keep_best`, leave the best epoch's weights in the model; `preemption`: the callback
@@ -370,7 +378,8 @@ def _resume_and_fit(
                 batches_per_step = (
                     input_context.num_replicas_in_sync // input_context.num_input_pipelines
                 )
-            return make_dataset(per_replica, input_context, step * batches_per_step)
+            dataset = make_dataset(per_replica, input_context, step * batches_per_step)
+            return dataset if data_service is None else from_data_service(dataset, data_service)
 
         return distributed_dataset(strategy, for_pipeline)
 
@@ -483,8 +492,8 @@ def check_training_values(**options):
     has a valid value: numbers finite and in range (`learning_rate` > 0, `weight_decay` >= 0,
     `clipnorm` > 0 or None, `warmup_steps` an integer >= 0 or None, `checkpoint_every` an
     integer >= 1 or None, `accumulation_steps` an integer >= 1), `strategy` a known name or a
-    `tf.distribute.Strategy`, and `mixed_precision` a known policy. Options not given are not
-    checked.
+    `tf.distribute.Strategy`, `mixed_precision` a known policy and `data_service` an address.
+    Options not given are not checked.
     """
     ranges = {
         "learning_rate": dict(above=0),
@@ -498,6 +507,7 @@ def check_training_values(**options):
         if name in options:
             check_number(name, options[name], **bounds)
     check_strategy(options.get("strategy"))
+    check_data_service(options.get("data_service"))
     if options.get("mixed_precision") not in MIXED_PRECISION:
         raise ValueError(
             f"`mixed_precision` must be one of {MIXED_PRECISION}, got "

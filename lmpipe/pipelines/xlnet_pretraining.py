@@ -271,6 +271,12 @@ class XLNetPretraining(EncoderPipeline):
                 "and micro-batches would need rows of their own; train with mem_len=0 or "
                 "accumulation_steps=1."
             )
+        if mem_len and arguments.get("data_service") is not None:
+            raise ValueError(
+                f"`data_service` with Transformer-XL memory (mem_len={mem_len}): the memory "
+                "needs each stream's batches in order, and the tf.data service's workers "
+                "deliver them in any order; train with mem_len=0 or without the service."
+            )
         if mem_len and self.batch_size not in (None, per_replica):
             raise ValueError(
                 f"The model keeps memory for {self.batch_size} streams per replica; fit with "

@@ -1,0 +1,125 @@
+"""Training through the tf.data service on loopback: a dispatcher and its workers in this
+process; one worker gives the run without the service exactly, two give the same batches."""
+
+import hashlib
+import math
+import os
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from lmpipe.datasets import TextCorpus, WordPieceTokenizer
+from lmpipe.models import BertConfig
+from lmpipe.pipelines import BertPretraining
+from lmpipe.pipelines.data_service import from_data_service, start_data_service
+from tests.local_cluster import free_port
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return TextCorpus.shakespeare(genres=["comedies"])
+
+
+@pytest.fixture(scope="module")
+def tokenizer(corpus):
+    sample = [sentence for document in list(corpus.iter_documents())[:20] for sentence in document]
+    return WordPieceTokenizer.train(sample, vocab_size=600)
+
+
+def pipeline(tokenizer):
+    config = BertConfig.tiny(
+        vocabulary_size=tokenizer.vocabulary_size,
+        hidden_dim=32,
+        num_heads=2,
+        intermediate_dim=64,
+        max_sequence_length=32,
+    )
+    return BertPretraining(tokenizer, config, seq_len=32, seed=5)
+
+
+def digest(batch):
+    features, labels = batch
+    parts = [features[name].numpy().tobytes() for name in sorted(features)]
+    parts += [labels[name].numpy().tobytes() for name in sorted(labels)]
+    return hashlib.sha1(b"".join(parts)).hexdigest()
+
+
+def test_one_worker_trains_to_the_weights_of_the_run_without_the_service(tokenizer, corpus):
+    service = start_data_service(workers=1)
+    try:
+        weights = []
+        for data_service in (None, service.address):
+            pipe = pipeline(tokenizer)
+            pipe.fit(
+                corpus,
+                batch_size=4,
+                epochs=2,
+                steps_per_epoch=2,
+                data_service=data_service,
+                verbose=0,
+            )
+            weights.append([weight.numpy() for weight in pipe.model.weights])
+    finally:
+        service.stop()
+    for without, through in zip(*weights, strict=True):
+        np.testing.assert_allclose(through, without, rtol=0, atol=1e-6)
+
+
+def test_two_workers_give_each_batch_of_the_stream_once(tokenizer, corpus):
+    pipe = pipeline(tokenizer)
+    local = [digest(batch) for batch in pipe.training_batches(corpus, 4, None).take(120)]
+    service = start_data_service(workers=2)
+    try:
+        served = from_data_service(pipe.training_batches(corpus, 4, None), service.address)
+        received = [digest(batch) for batch in served.take(40)]
+    finally:
+        service.stop()
+    assert len(set(received)) == 40  # none twice
+    assert set(received) <= set(local)  # batches of the stream, from near its start
+
+
+def test_two_workers_split_a_file_corpus_by_file(tokenizer, corpus, tmp_path):
+    scenes = list(corpus.iter_documents())[:40]
+    for index in range(2):
+        text = "".join("\n".join(scene) + "\n\n" for scene in scenes[index::2])
+        (tmp_path / f"part-{index}.txt").write_text(text)
+    files = TextCorpus.from_files(str(tmp_path / "*.txt"))
+    pipe = pipeline(tokenizer)
+    service = start_data_service(workers=2)
+    try:
+        served = from_data_service(pipe.training_batches(files, 4, None), service.address)
+        received = [digest(batch) for batch in served.take(40)]
+    finally:
+        service.stop()
+    assert len(set(received)) == 40
+
+
+def test_a_bad_address_is_refused_by_name(tokenizer, corpus):
+    with pytest.raises(ValueError, match="`data_service` must be the dispatcher's address"):
+        pipeline(tokenizer).fit(corpus, batch_size=4, data_service="dispatcher")
+
+
+def test_lmpipe_data_service_serves_a_training_run_and_stops_on_sigterm(tokenizer, corpus):
+    port = free_port()
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "lmpipe.cli", "data-service", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": root},
+    )
+    try:
+        line = process.stdout.readline()
+        assert f"train with --data-service localhost:{port}" in line, process.stderr.read()
+        history = pipeline(tokenizer).fit(
+            corpus, batch_size=4, steps_per_epoch=2, data_service=f"localhost:{port}", verbose=0
+        )
+        assert math.isfinite(history.history["loss"][0])
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 143
+    finally:
+        process.kill()
