@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 
+import numpy as np
 import tensorflow as tf
 
 from lmpipe.arguments import check_positive_int
@@ -25,14 +26,27 @@ def vocabulary_fingerprint(vocabulary):
     return hashlib.sha256("\n".join(vocabulary).encode("utf-8")).hexdigest()[:16]
 
 
-def _serialize(sentence_tokens):
-    lengths = [len(tokens) for tokens in sentence_tokens]
-    flat = [token for tokens in sentence_tokens for token in tokens]
+def _serialize(token_ids, sentence_lengths):
+    """One document's record: its token ids, flat, and the length of each sentence."""
     features = {
-        "token_ids": tf.train.Feature(int64_list=tf.train.Int64List(value=flat)),
-        "sentence_lengths": tf.train.Feature(int64_list=tf.train.Int64List(value=lengths)),
+        "token_ids": tf.train.Feature(int64_list=tf.train.Int64List(value=token_ids)),
+        "sentence_lengths": tf.train.Feature(int64_list=tf.train.Int64List(value=sentence_lengths)),
     }
     return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
+
+
+def _documents(tokens):
+    """`(token_ids, sentence_lengths)` lists of each document of a tokenized batch `[G, (S),
+    (T)]`, its sentences without tokens left out (`([], [])` for a document left empty), read
+    from the ragged tensor's flat arrays (`to_list` costs most of the time otherwise)."""
+    document_splits = tokens.row_splits.numpy()  # [G + 1] over sentences
+    lengths = tokens.values.row_lengths().numpy()  # [S in all]
+    token_splits = np.concatenate([[0], np.cumsum(lengths)])
+    flat = tokens.flat_values.numpy()
+    for start, end in zip(document_splits[:-1], document_splits[1:], strict=True):
+        document_lengths = lengths[start:end]
+        ids = flat[token_splits[start] : token_splits[end]]
+        yield ids.tolist(), document_lengths[document_lengths > 0].tolist()
 
 
 def write_tokenized_corpus(corpus, tokenizer, directory, num_shards=1, batch_size=256):
@@ -47,7 +61,8 @@ def write_tokenized_corpus(corpus, tokenizer, directory, num_shards=1, batch_siz
         directory: output folder (created); files `documents-00000-of-0000N.tfrecord`.
         num_shards: number of files, documents dealt round-robin; several files let
             multi-worker training shard by file.
-        batch_size: documents tokenized per call.
+        batch_size: documents tokenized per call. Batches are tokenized on tf.data's threads,
+            several at once, while the records of earlier ones are written.
 
     Returns:
         A `TokenizedCorpus` reading the written files.
@@ -61,18 +76,25 @@ def write_tokenized_corpus(corpus, tokenizer, directory, num_shards=1, batch_siz
     writers = [tf.io.TFRecordWriter(path) for path in paths]
     num_documents = num_sentences = num_tokens = num_empty = 0
     try:
-        batches = corpus.documents().ragged_batch(batch_size)
-        for sentences in batches:
-            tokens = tokenizer.tokenize_documents(sentences).to_list()  # [G][S][T]
-            for document in tokens:
-                document = [sentence for sentence in document if sentence]
-                if not document:
+        batches = (
+            corpus.documents()
+            .ragged_batch(batch_size)
+            .map(
+                tokenizer.tokenize_documents,  # [G, (S), (T)]
+                num_parallel_calls=tf.data.AUTOTUNE,
+                deterministic=True,
+            )
+            .prefetch(tf.data.AUTOTUNE)
+        )
+        for tokens in batches:
+            for token_ids, sentence_lengths in _documents(tokens):
+                if not sentence_lengths:
                     num_empty += 1
                     continue
-                writers[num_documents % num_shards].write(_serialize(document))
+                writers[num_documents % num_shards].write(_serialize(token_ids, sentence_lengths))
                 num_documents += 1
-                num_sentences += len(document)
-                num_tokens += sum(len(sentence) for sentence in document)
+                num_sentences += len(sentence_lengths)
+                num_tokens += len(token_ids)
     finally:
         for writer in writers:
             writer.close()

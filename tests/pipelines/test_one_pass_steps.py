@@ -33,7 +33,7 @@ def test_the_count_is_kept_by_the_files_and_the_configuration(
 ):
     config = BertConfig.tiny(vocabulary_size=tokenizer.vocabulary_size, max_sequence_length=32)
     pipe = BertPretraining(tokenizer, config, seq_len=32, seed=0)
-    corpus = write_corpus(tmp_path / "data", plays, 1)
+    corpus = write_corpus(tmp_path / "data", plays, 2)
     counted = []
     real = BertPretraining.steps_in_one_pass
 
@@ -60,6 +60,6 @@ def test_the_count_is_kept_by_the_files_and_the_configuration(
     assert counted == [16]
     fit(8, epochs=1)  # another batch size: counted (and finished at once: the run is done)
     assert counted == [16, 8]
-    corpus = write_corpus(tmp_path / "data", plays, 2)  # the file changed
+    corpus = write_corpus(tmp_path / "data", plays, 3)  # the file changed
     fit(8, epochs=1)
     assert counted == [16, 8, 8]

@@ -14,7 +14,7 @@ import pytest
 from lmpipe.datasets import TextCorpus, WordPieceTokenizer
 from lmpipe.models import BertConfig
 from lmpipe.pipelines import PREEMPTED_EXIT_CODE, BertPretraining, Preempted
-from tests.local_cluster import run_workers, start_workers, wait_for_workers
+from tests.local_cluster import start_workers, wait_for_workers
 from tests.pipelines.test_pretraining_fit import SCRIPT, replica_weights
 
 
@@ -114,40 +114,47 @@ def test_sigterm_to_one_or_all_workers_stops_the_cluster_at_one_step_and_it_resu
     tmp_path,
 ):
     env = {"TMPDIR": str(tmp_path)}
-    reference = run_workers(
-        cluster_commands(tmp_path, "reference", tmp_path / "reference_checkpoints"), env=env
+    # Three clusters at once: the uninterrupted reference, and two that get SIGTERM: on the
+    # worker that is not the chief, and on every worker.
+    reference = start_workers(
+        cluster_commands(tmp_path, "reference", tmp_path / "reference_checkpoints"), env
     )
-    for returncode, output in reference:
-        assert returncode == 0, output[-3000:]
-    expected = replica_weights(tmp_path / "reference0" / "result.npz")
-
-    for signalled in ([1], [0, 1]):  # the worker that is not the chief; every worker
+    runs = {}
+    for signalled in ([1], [0, 1]):
         name = "worker" + "".join(map(str, signalled))
         checkpoints = tmp_path / f"{name}_checkpoints"
         commands = cluster_commands(
             tmp_path, name, checkpoints, "--step-delay", "0.5", "--checkpoint-every", "2"
         )
-        workers = start_workers(commands, env)
-        deadline = time.time() + 300
+        runs[name] = (signalled, checkpoints, commands, start_workers(commands, env))
+    deadline = time.time() + 300
+    for signalled, checkpoints, _, workers in runs.values():
         while not (checkpoints / "ckpt-2.index").exists():  # the first checkpoint_every
             assert all(worker.poll() is None for worker in workers), "a worker ended early"
             assert time.time() < deadline
             time.sleep(0.05)
         for index in signalled:
             workers[index].send_signal(signal.SIGTERM)
+    for returncode, output in wait_for_workers(reference):
+        assert returncode == 0, output[-3000:]
+    expected = replica_weights(tmp_path / "reference0" / "result.npz")
+
+    steps, resumed = {}, {}
+    for name, (_, checkpoints, commands, workers) in runs.items():
         results = wait_for_workers(workers)
         for returncode, output in results:
             assert returncode == PREEMPTED_EXIT_CODE, output[-3000:]
-        step = latest_step(checkpoints)
-        assert 2 < step < 8
+        steps[name] = latest_step(checkpoints)
+        assert 2 < steps[name] < 8
         for _, output in results:  # every worker stopped at the same step
-            assert f"Preempted (SIGTERM): the checkpoint of step {step} is in" in output
+            assert f"Preempted (SIGTERM): the checkpoint of step {steps[name]} is in" in output
         assert not (tmp_path / f"{name}0" / "result.npz").exists()
-
-        for returncode, output in run_workers(commands, env=env):
+        resumed[name] = start_workers(commands, env)  # the same runs, started again
+    for name, workers in resumed.items():
+        for returncode, output in wait_for_workers(workers):
             assert returncode == 0, output[-3000:]
         history = json.loads((tmp_path / f"{name}0" / "history.json").read_text())
-        assert (history["first_step"], history["steps"]) == (step, 8)
-        resumed = replica_weights(tmp_path / f"{name}0" / "result.npz")
+        assert (history["first_step"], history["steps"]) == (steps[name], 8)
+        weights = replica_weights(tmp_path / f"{name}0" / "result.npz")
         for variable, values in expected.items():
-            np.testing.assert_allclose(resumed[variable][0], values[0], rtol=0, atol=1e-5)
+            np.testing.assert_allclose(weights[variable][0], values[0], rtol=0, atol=1e-5)
