@@ -16,8 +16,9 @@ More signatures can be added (`extra_signatures`): BERT and ALBERT pipelines add
 With `layout="xlnet"` (XLNet encoders) the text signatures pack `text [SEP] [CLS]` and
 `text [SEP] text_pair [SEP] [CLS]` instead, `[CLS]` last with segment id 2.
 
-Text signatures run the model on the batch's texts padded to the longest of them (at most
-`seq_len`), not to `seq_len`: short texts cost what their length costs. Outputs with a position
+Text signatures run the model on a request's texts sorted by length, in groups of
+`LENGTH_GROUP` each padded to its own longest (at most `seq_len`), not to `seq_len`: short
+texts cost what their length costs. Outputs with a position
 axis (`sequence_output`) are padded back with zeros to `seq_len`, so a text gets the same
 output shapes whatever it is batched with (TF Serving's server-side batching joins requests
 and splits the outputs by rows only); the values at a text's own positions do not depend on
@@ -41,6 +42,10 @@ from lmpipe.serving import versions
 from lmpipe.serving.warmup import prediction_log, write_warmup_requests
 
 SERVING_DEFAULT = "serving_default"
+# The texts of a request run through the model in groups of this many, sorted by length, each
+# padded to its own longest: a long text no longer makes every short one of the request pay
+# for its length.
+LENGTH_GROUP = 16
 SERVE_TEXT = "serve_text"
 SERVE_TEXT_PAIR = "serve_text_pair"
 ENCODER_INPUTS = ("token_ids", "segment_ids", "padding_mask")
@@ -385,6 +390,7 @@ class _Forward:
         self.model = model
         self.outputs = outputs
         self.position_outputs = {}  # {name: position axis}, found by `check`
+        self.output_shapes = {}  # {name: [None, ...] at seq_len}, found by `check`
         self.cut = True
 
     def __call__(self, features):
@@ -395,23 +401,45 @@ class _Forward:
         return self._served(result)
 
     def on_longest(self, features, seq_len):
-        """The outputs for right-padded `features` `[B, seq_len]`, computed on them cut to the
-        batch's longest sequence; outputs with a position axis (axis 1 of the cut length:
-        `sequence_output`, per-token scores) are zero at padding and padded back to `seq_len`
-        with zeros, so a text's outputs have the same shapes and values whatever it is
-        batched with."""
+        """The outputs for right-padded `features` `[B, seq_len]`: the texts sorted by length
+        and run in groups of `LENGTH_GROUP`, each group cut to its longest sequence; outputs
+        with a position axis (`sequence_output`, per-token scores) are zero at padding and
+        padded back to `seq_len` with zeros, so a text's outputs have the same shapes and
+        values whatever it is batched with."""
         if not self.cut:
             return self(features)
-        features = cut_to_longest(features)
-        outputs = self(features)
-        return {
-            name: pad_positions(
-                value, features["padding_mask"], seq_len, self.position_outputs[name]
+        lengths = tf.reduce_sum(features["padding_mask"], axis=1)
+        order = tf.argsort(lengths, stable=True)  # shortest first
+        size = tf.shape(order)[0]
+
+        def group(index, arrays):
+            rows = order[index * LENGTH_GROUP : (index + 1) * LENGTH_GROUP]
+            part = cut_to_longest(
+                {name: tf.gather(value, rows) for name, value in features.items()}
             )
-            if name in self.position_outputs
-            else value
-            for name, value in outputs.items()
+            outputs = self(part)
+            for name, value in outputs.items():
+                if name in self.position_outputs:
+                    value = pad_positions(
+                        value, part["padding_mask"], seq_len, self.position_outputs[name]
+                    )
+                arrays[name] = arrays[name].write(index, value)
+            return index + 1, arrays
+
+        arrays = {
+            name: tf.TensorArray(
+                tf.float32, size=0, dynamic_size=True, infer_shape=False, element_shape=shape
+            )
+            for name, shape in self.output_shapes.items()
         }
+        _, arrays = tf.while_loop(
+            lambda index, _: index * LENGTH_GROUP < size,
+            group,
+            (tf.constant(0), arrays),
+            parallel_iterations=1,
+        )
+        restore = tf.math.invert_permutation(order)  # back to the request's order
+        return {name: tf.gather(array.concat(), restore) for name, array in arrays.items()}
 
     def check(self, tokenizer, seq_len):
         """Run the model once on `[1, seq_len]` ids, the largest id included: a clear error
@@ -434,6 +462,9 @@ class _Forward:
         except (tf.errors.OpError, ValueError, TypeError, KeyError, IndexError):
             self.cut = False
             return
+        self.output_shapes = {
+            name: tf.TensorShape([None, *value.shape[1:]]) for name, value in long.items()
+        }
         self.position_outputs = {}
         for name, value in long.items():
             axes = [

@@ -666,6 +666,21 @@ def test_text_signatures_run_the_model_on_the_requests_longest_text(tmp_path, to
     assert long["length"].numpy()[0, 0] == SEQ_LEN  # cut to seq_len as before
 
 
+def test_a_request_of_many_texts_runs_in_length_groups_and_keeps_its_order(signatures):
+    from lmpipe.serving.export import LENGTH_GROUP
+
+    sentence = "whether tis nobler in the mind to suffer the slings and arrows"
+    words = sentence.split(" ")
+    texts = [" ".join(words[: 1 + (7 * index) % len(words)]) for index in range(LENGTH_GROUP + 5)]
+    run = signatures("serve_text")
+    together = run({"text": strings(texts)})
+    for index, text in enumerate(texts):
+        alone = run({"text": strings([text])})
+        for name, value in alone.items():
+            np.testing.assert_allclose(together[name][index], value[0], atol=1e-5, err_msg=name)
+    assert run({"text": strings([])})["pooled_output"].shape[0] == 0  # an empty request
+
+
 def test_a_model_of_fixed_length_is_served_at_seq_len(tmp_path, tokenizer):
     inputs = {
         name: keras.Input(shape=(SEQ_LEN,), dtype="int32", name=name)
