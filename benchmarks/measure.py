@@ -27,6 +27,49 @@ def sequences_per_second(make_dataset, batch_size, num_batches, repeats=5):
     return statistics.median(rates)
 
 
+def start_up_and_steady_state(make_datasets, batch_size, warmup=20, timed=200, rounds=3):
+    """For each of `make_datasets` (`{name: () -> endless tf.data.Dataset}`): the seconds from
+    making the dataset to its first batch (start-up: tracing, iterator creation, first batch),
+    and the sequences/s of one long-lived iterator after `warmup` batches, over `timed`
+    batches; the median of `rounds` rounds, the names taken in turns (rotated each round).
+
+    Returns `{name: (start-up seconds, sequences/s)}`.
+    """
+    names = list(make_datasets)
+    starts = {name: [] for name in names}
+    rates = {name: [] for name in names}
+    for round_index in range(rounds):
+        shift = round_index % len(names)
+        for name in names[shift:] + names[:shift]:
+            begin = time.perf_counter()
+            batches = iter(make_datasets[name]())
+            next(batches)
+            starts[name].append(time.perf_counter() - begin)
+            for _ in range(warmup):
+                next(batches)
+            begin = time.perf_counter()
+            for _ in range(timed):
+                next(batches)
+            rates[name].append(timed * batch_size / (time.perf_counter() - begin))
+    return {
+        name: (statistics.median(starts[name]), statistics.median(rates[name])) for name in names
+    }
+
+
+def report_start_up_and_steady_state(title, results, reference):
+    """Print `results` of `start_up_and_steady_state`, each against `results[reference]`:
+    steady-state sequences/s (ratio above 1: faster) and start-up seconds (ratio below 1:
+    sooner)."""
+    print(f"\n{title}")
+    width = max(len(name) for name in results)
+    start, rate = results[reference]
+    for name, (seconds, sequences) in results.items():
+        print(
+            f"  {name:<{width}}  steady {sequences:10,.0f} sequences/s {sequences / rate:6.2f}x"
+            f"   start-up {seconds:6.2f} s {seconds / start:5.2f}x"
+        )
+
+
 def report(title, results, reference):
     """Print `results` ({name: sequences/s}) and each one's ratio to `results[reference]`."""
     print(f"\n{title}")

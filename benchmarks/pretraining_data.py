@@ -5,7 +5,9 @@ cuts NSP sentence pairs, packs `[CLS] A [SEP] B [SEP]`, shuffles, batches and ma
 keras-hub: `BertMaskedLMPreprocessor` on the same text, cut beforehand (untimed) into strings
 of about one sequence each; it tokenizes, packs one segment, and masks, with no pairing.
 Both: bert-base-uncased vocabulary, sequence length 128, batch 64, 15% masking with at most 20
-predictions, in tf.data. Prints sequences/s and the ratio.
+predictions, in tf.data (parallel maps, prefetch). Prints, each the median of 3 rounds taken in
+turns, the steady state (sequences/s of one long-lived iterator over 200 batches after 20 of
+warm-up) and the start-up (seconds from making the dataset to its first batch), with ratios.
 
 Run: pip install keras-hub && python benchmarks/pretraining_data.py
 """
@@ -18,12 +20,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import keras_hub  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from measure import report, sequences_per_second  # noqa: E402
+from measure import report_start_up_and_steady_state, start_up_and_steady_state  # noqa: E402
 
 from lmpipe.datasets import TextCorpus, WordPieceTokenizer  # noqa: E402
 from lmpipe.pipelines import BertPretraining  # noqa: E402
 
-BATCH, LENGTH, PREDICTIONS, NUM_BATCHES = 64, 128, 20, 100
+BATCH, LENGTH, PREDICTIONS = 64, 128, 20
 WORDS_PER_SEQUENCE = 90  # about 125 word pieces of Shakespeare with this vocabulary
 
 
@@ -70,15 +72,14 @@ def main():
             .prefetch(tf.data.AUTOTUNE)
         )
 
-    results = {
-        "lmpipe BertPretraining (NSP + MLM)": sequences_per_second(
-            lmpipe_batches, BATCH, NUM_BATCHES
-        ),
-        "keras-hub BertMaskedLMPreprocessor (MLM only)": sequences_per_second(
-            keras_hub_batches, BATCH, NUM_BATCHES
-        ),
-    }
-    report(
+    results = start_up_and_steady_state(
+        {
+            "lmpipe BertPretraining (NSP + MLM)": lmpipe_batches,
+            "keras-hub BertMaskedLMPreprocessor (MLM only)": keras_hub_batches,
+        },
+        BATCH,
+    )
+    report_start_up_and_steady_state(
         f"Raw text to pretraining batches ({BATCH} x {LENGTH}, Shakespeare, bert-base-uncased)",
         results,
         "keras-hub BertMaskedLMPreprocessor (MLM only)",
