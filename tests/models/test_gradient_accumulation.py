@@ -61,6 +61,9 @@ def training_batches(pipe, corpus):
 
 
 def assert_same_update(whole, accumulated, atol):
+    """The weights after the updates agree to `atol` (float rounding: the micro-batches sum
+    in another order; a mean of micro-batch means misses by about 0.09 in the test below),
+    and so do the logged losses and metrics."""
     (weights, history), (other_weights, other_history) = whole, accumulated
     for weight, other in zip(weights, other_weights, strict=True):
         np.testing.assert_allclose(other, weight, rtol=0, atol=atol)
@@ -87,8 +90,8 @@ def test_micro_batches_give_the_gradient_of_the_whole_batch_with_exact_mlm_denom
         return tf.data.Dataset.from_tensors((features, labels)).repeat()
 
     whole = sgd_update(pipe, batches, 8, 1)
-    assert_same_update(whole, sgd_update(pipe, batches, 4, 2), atol=2e-7)
-    assert_same_update(whole, sgd_update(pipe, batches, 2, 4), atol=2e-7)
+    assert_same_update(whole, sgd_update(pipe, batches, 4, 2), atol=1e-5)
+    assert_same_update(whole, sgd_update(pipe, batches, 2, 4), atol=1e-5)
 
 
 @pytest.mark.parametrize(
@@ -107,7 +110,7 @@ def test_causal_lm_micro_batches_give_the_whole_batchs_update(corpus, tokenizer)
     pipe = GptPretraining(tokenizer, seq_len=32, seed=1, config=config)
     batches = training_batches(pipe, corpus)
     whole = sgd_update(pipe, batches, 4, 1, steps=2)
-    assert_same_update(whole, sgd_update(pipe, batches, 2, 2, steps=2), atol=2e-7)
+    assert_same_update(whole, sgd_update(pipe, batches, 2, 2, steps=2), atol=1e-5)
 
 
 def test_schedule_checkpoints_and_resume_count_updates(corpus, tokenizer, tmp_path):
@@ -137,7 +140,7 @@ def test_schedule_checkpoints_and_resume_count_updates(corpus, tokenizer, tmp_pa
         straight.model.trainable_weights, resumed.model.trainable_weights, strict=True
     ):
         # To float rounding: the resumed run's functions are traced again.
-        np.testing.assert_allclose(other.numpy(), weight.numpy(), rtol=0, atol=1e-7)
+        np.testing.assert_allclose(other.numpy(), weight.numpy(), rtol=0, atol=1e-6)
 
 
 def test_steps_per_epoch_counts_updates_of_accumulated_batches(corpus, tokenizer):
