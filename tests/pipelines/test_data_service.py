@@ -11,22 +11,11 @@ import sys
 import numpy as np
 import pytest
 
-from lmpipe.datasets import TextCorpus, WordPieceTokenizer
+from lmpipe.datasets import TextCorpus
 from lmpipe.models import BertConfig
 from lmpipe.pipelines import BertPretraining
 from lmpipe.pipelines.data_service import from_data_service, start_data_service
 from tests.local_cluster import free_port
-
-
-@pytest.fixture(scope="module")
-def corpus():
-    return TextCorpus.shakespeare(genres=["comedies"])
-
-
-@pytest.fixture(scope="module")
-def tokenizer(corpus):
-    sample = [sentence for document in list(corpus.iter_documents())[:20] for sentence in document]
-    return WordPieceTokenizer.train(sample, vocab_size=600)
 
 
 def pipeline(tokenizer):
@@ -47,14 +36,16 @@ def digest(batch):
     return hashlib.sha1(b"".join(parts)).hexdigest()
 
 
-def test_one_worker_trains_to_the_weights_of_the_run_without_the_service(tokenizer, corpus):
+def test_one_worker_trains_to_the_weights_of_the_run_without_the_service(
+    comedies_tokenizer, comedies
+):
     service = start_data_service(workers=1)
     try:
         weights = []
         for data_service in (None, service.address):
-            pipe = pipeline(tokenizer)
+            pipe = pipeline(comedies_tokenizer)
             pipe.fit(
-                corpus,
+                comedies,
                 batch_size=4,
                 epochs=2,
                 steps_per_epoch=2,
@@ -68,12 +59,12 @@ def test_one_worker_trains_to_the_weights_of_the_run_without_the_service(tokeniz
         np.testing.assert_allclose(through, without, rtol=0, atol=1e-6)
 
 
-def test_two_workers_give_each_batch_of_the_stream_once(tokenizer, corpus):
-    pipe = pipeline(tokenizer)
-    local = [digest(batch) for batch in pipe.training_batches(corpus, 4, None).take(120)]
+def test_two_workers_give_each_batch_of_the_stream_once(comedies_tokenizer, comedies):
+    pipe = pipeline(comedies_tokenizer)
+    local = [digest(batch) for batch in pipe.training_batches(comedies, 4, None).take(120)]
     service = start_data_service(workers=2)
     try:
-        served = from_data_service(pipe.training_batches(corpus, 4, None), service.address)
+        served = from_data_service(pipe.training_batches(comedies, 4, None), service.address)
         received = [digest(batch) for batch in served.take(40)]
     finally:
         service.stop()
@@ -81,13 +72,13 @@ def test_two_workers_give_each_batch_of_the_stream_once(tokenizer, corpus):
     assert set(received) <= set(local)  # batches of the stream, from near its start
 
 
-def test_two_workers_split_a_file_corpus_by_file(tokenizer, corpus, tmp_path):
-    scenes = list(corpus.iter_documents())[:40]
+def test_two_workers_split_a_file_corpus_by_file(comedies_tokenizer, comedies, tmp_path):
+    scenes = list(comedies.iter_documents())[:40]
     for index in range(2):
         text = "".join("\n".join(scene) + "\n\n" for scene in scenes[index::2])
         (tmp_path / f"part-{index}.txt").write_text(text)
     files = TextCorpus.from_files(str(tmp_path / "*.txt"))
-    pipe = pipeline(tokenizer)
+    pipe = pipeline(comedies_tokenizer)
     service = start_data_service(workers=2)
     try:
         served = from_data_service(pipe.training_batches(files, 4, None), service.address)
@@ -97,12 +88,14 @@ def test_two_workers_split_a_file_corpus_by_file(tokenizer, corpus, tmp_path):
     assert len(set(received)) == 40
 
 
-def test_a_bad_address_is_refused_by_name(tokenizer, corpus):
+def test_a_bad_address_is_refused_by_name(comedies_tokenizer, comedies):
     with pytest.raises(ValueError, match="`data_service` must be the dispatcher's address"):
-        pipeline(tokenizer).fit(corpus, batch_size=4, data_service="dispatcher")
+        pipeline(comedies_tokenizer).fit(comedies, batch_size=4, data_service="dispatcher")
 
 
-def test_lmpipe_data_service_serves_a_training_run_and_stops_on_sigterm(tokenizer, corpus):
+def test_lmpipe_data_service_serves_a_training_run_and_stops_on_sigterm(
+    comedies_tokenizer, comedies
+):
     port = free_port()
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     process = subprocess.Popen(
@@ -115,8 +108,8 @@ def test_lmpipe_data_service_serves_a_training_run_and_stops_on_sigterm(tokenize
     try:
         line = process.stdout.readline()
         assert f"train with --data-service localhost:{port}" in line, process.stderr.read()
-        history = pipeline(tokenizer).fit(
-            corpus, batch_size=4, steps_per_epoch=2, data_service=f"localhost:{port}", verbose=0
+        history = pipeline(comedies_tokenizer).fit(
+            comedies, batch_size=4, steps_per_epoch=2, data_service=f"localhost:{port}", verbose=0
         )
         assert math.isfinite(history.history["loss"][0])
         process.send_signal(signal.SIGTERM)

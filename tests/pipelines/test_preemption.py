@@ -11,22 +11,10 @@ import keras
 import numpy as np
 import pytest
 
-from lmpipe.datasets import TextCorpus, WordPieceTokenizer
 from lmpipe.models import BertConfig
 from lmpipe.pipelines import PREEMPTED_EXIT_CODE, BertPretraining, Preempted
 from tests.local_cluster import start_workers, wait_for_workers
 from tests.pipelines.test_pretraining_fit import SCRIPT, replica_weights
-
-
-@pytest.fixture(scope="module")
-def corpus():
-    return TextCorpus.shakespeare(genres=["comedies"])
-
-
-@pytest.fixture(scope="module")
-def tokenizer(corpus):
-    sample = [sentence for document in list(corpus.iter_documents())[:20] for sentence in document]
-    return WordPieceTokenizer.train(sample, vocab_size=600)
 
 
 class SigtermAt(keras.callbacks.Callback):
@@ -65,20 +53,20 @@ def fit(tokenizer, corpus, directory, callbacks=()):
 
 
 def test_sigterm_checkpoints_the_next_step_exits_42_and_the_run_resumes_exactly(
-    tokenizer, corpus, tmp_path, capsys
+    comedies_tokenizer, comedies, tmp_path, capsys
 ):
     before = signal.getsignal(signal.SIGTERM)
     with pytest.raises(Preempted) as raised:
-        fit(tokenizer, corpus, tmp_path / "preempted", [SigtermAt(2)])
+        fit(comedies_tokenizer, comedies, tmp_path / "preempted", [SigtermAt(2)])
     preempted = raised.value
     assert isinstance(preempted, SystemExit) and preempted.code == PREEMPTED_EXIT_CODE == 42
     assert preempted.step == 3  # the step after the signal
     assert (tmp_path / "preempted" / "ckpt-3.index").exists()
     assert "Preempted (SIGTERM): the checkpoint of step 3" in capsys.readouterr().err
     assert signal.getsignal(signal.SIGTERM) is before  # put back, also on the way out
-    resumed = fit(tokenizer, corpus, tmp_path / "preempted")
+    resumed = fit(comedies_tokenizer, comedies, tmp_path / "preempted")
     assert int(resumed.model.optimizer.iterations.numpy()) == 6
-    straight = fit(tokenizer, corpus, tmp_path / "straight")
+    straight = fit(comedies_tokenizer, comedies, tmp_path / "straight")
     for weight, other in zip(straight.model.weights, resumed.model.weights, strict=True):
         np.testing.assert_allclose(other.numpy(), weight.numpy(), rtol=0, atol=1e-6)
     assert signal.getsignal(signal.SIGTERM) is before
