@@ -27,6 +27,8 @@ import sys
 import tempfile
 import time
 
+from measure import Results, print_machine
+
 START = """
 import os, sys, time
 started = time.perf_counter()
@@ -112,6 +114,7 @@ def main():
     parser.add_argument("--size-mb", type=int, default=1024)
     parser.add_argument("--dir", default=None, help="where to build the corpus (default: temp)")
     arguments = parser.parse_args()
+    print_machine()
     folder = arguments.dir or tempfile.mkdtemp(prefix="lmpipe-corpus-startup-")
     os.makedirs(folder, exist_ok=True)
     try:
@@ -131,6 +134,17 @@ def main():
             f"Offline tokenization (write_tokenized_corpus, one file): {tokens:,.0f} tokens/s, "
             f"{bytes_per_second / 2**20:.1f} MB/s"
         )
+        record = Results("corpus_startup")
+        record.add(
+            f"speed of a fresh process to its first training step, {size / 2**20:,.0f} MB "
+            "corpus: a restart with the manifest and the kept step count",
+            ratio,
+            "before (no manifest: every file validated, one pass to count the steps)",
+            seconds_to_first_step={name: first_step for name, (_, first_step) in runs.items()},
+            tokens_per_second=tokens,
+            megabytes_per_second=bytes_per_second / 2**20,
+        )
+        record.write()
     finally:
         if arguments.dir is None:
             shutil.rmtree(folder, ignore_errors=True)

@@ -23,6 +23,8 @@ import subprocess
 import sys
 import time
 
+from measure import Results, print_machine
+
 TRAIN = """
 import os, sys, time
 os.sched_setaffinity(0, {0})
@@ -79,6 +81,9 @@ def main():
         preexec_fn=lambda: os.sched_setaffinity(0, {1}),
     )
     try:
+        # Only now: describing the machine imports TensorFlow, whose threads make the fork of
+        # a `preexec_fn` (the service's, above) unsafe.
+        print_machine()
         print(service.stdout.readline().strip())
         begin = time.perf_counter()
         result = subprocess.run(
@@ -103,6 +108,16 @@ def main():
             f"  (the input alone, on one core: {rates['input']:.1f} batches/s; the service "
             "can only win where the steps come close to that)"
         )
+        record = Results("data_service")
+        record.add(
+            f"training steps/s, trainer on 1 core, {arguments.steps} steps: batches from "
+            "lmpipe data-service on the other core",
+            rates["service"] / rates["local"],
+            "batches built on the trainer's core (local)",
+            steps_per_second={"service": rates["service"], "local": rates["local"]},
+            input_batches_per_second=rates["input"],
+        )
+        record.write()
     finally:
         service.send_signal(signal.SIGTERM)
         service.wait(timeout=60)

@@ -34,7 +34,7 @@ import keras  # noqa: E402
 import keras_hub  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from measure import interleaved_seconds  # noqa: E402
+from measure import Results, interleaved_seconds, print_machine, ratio_range  # noqa: E402
 
 from lmpipe.models.samplers import beam_search, greedy_search  # noqa: E402
 from lmpipe.models.transformer import TransformerConfig, transformer  # noqa: E402
@@ -66,6 +66,7 @@ def keras_hub_search(model, sampler):
 
 
 def main():
+    print_machine()
     keras.utils.set_random_seed(0)
     config = TransformerConfig(
         vocabulary_size=VOCABULARY,
@@ -115,6 +116,21 @@ def main():
     greedy_ratio = rates["lmpipe greedy_search"] / rates["keras-hub GreedySampler"]
     print(f"  beam search:   lmpipe / keras-hub = {beam_ratio:.2f}x")
     print(f"  greedy search: lmpipe / keras-hub = {greedy_ratio:.2f}x")
+
+    record = Results("decoding")
+    for search, ratio, lmpipe, keras_hub_name in (
+        (f"beam search (beam {BEAM})", beam_ratio, "lmpipe beam_search", "keras-hub BeamSampler"),
+        ("greedy search", greedy_ratio, "lmpipe greedy_search", "keras-hub GreedySampler"),
+    ):
+        record.add(
+            f"output tokens/s, {search}, batch {BATCH} x {MAX_LENGTH} tokens",
+            ratio,
+            keras_hub_name,
+            goal="> 1x",
+            spread=ratio_range(seconds[keras_hub_name], seconds[lmpipe]),
+            tokens_per_second={lmpipe: rates[lmpipe], keras_hub_name: rates[keras_hub_name]},
+        )
+    record.write()
 
 
 if __name__ == "__main__":

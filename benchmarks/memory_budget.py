@@ -26,6 +26,8 @@ import argparse
 import subprocess
 import sys
 
+from measure import Results, print_machine
+
 RUN = """
 import os, resource, sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -65,7 +67,9 @@ def activation_bytes(seq_len, hidden, heads, layers, float32, two_stream=False):
     return layers * per_layer
 
 
-def measured():
+def measured(record):
+    """Part 1: peak memory of three fresh processes; adds the growth, measured / formula, to
+    `record`."""
     print("Part 1: BERT-mini, seq 128, float32, peak resident memory of a 2-step fit")
     small, large, accumulated = peak_memory(8, 1), peak_memory(32, 1), peak_memory(8, 4)
     predicted = 24 * activation_bytes(128, 256, 4, 4, float32=True)
@@ -78,6 +82,14 @@ def measured():
     print(
         f"  accumulation (the update of batch 32): {(accumulated - small) / GB:+.3f} GB over "
         "batch 8"
+    )
+    record.add(
+        "activation memory of 24 sequences (batch 8 -> 32), BERT-mini, seq 128, float32",
+        (large - small) / predicted,
+        "the formula (Korthikanti et al. 2022)",
+        higher_is_better=None,
+        peak_bytes={"batch 8": small, "batch 32": large, "batch 8 x 4 accumulated": accumulated},
+        formula_bytes=predicted,
     )
 
 
@@ -130,9 +142,13 @@ def main():
     parser.add_argument("--mfu", type=float, default=0.4)
     parser.add_argument("--no-measure", action="store_true", help="part 2 only")
     arguments = parser.parse_args()
+    print_machine()
+    record = Results("memory_budget")
     if not arguments.no_measure:
-        measured()
+        measured(record)
     on_paper(arguments.peak_tflops, arguments.mfu)
+    if record.figures:  # part 2 alone measures nothing to keep
+        record.write()
 
 
 if __name__ == "__main__":

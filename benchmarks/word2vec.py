@@ -38,6 +38,7 @@ import time  # noqa: E402
 
 import tensorflow as tf  # noqa: E402
 from gensim.models import Word2Vec as GensimWord2Vec  # noqa: E402
+from measure import Results, print_machine  # noqa: E402
 
 from lmpipe.datasets import TextCorpus  # noqa: E402
 from lmpipe.datasets.word2vec_examples import split_words  # noqa: E402
@@ -102,7 +103,9 @@ def run_lmpipe(sentences, method, seed):
     return seconds, model.vocabulary.retained_words, model, steady
 
 
-def benchmark(corpus_name, questions, pairs):
+def benchmark(corpus_name, questions, pairs, record):
+    """Train both libraries on `corpus_name`, print their rows, add lmpipe / gensim words/s to
+    `record` (the spread: against each of gensim's two runs) and return it by method."""
     sentences = corpus_sentences(corpus_name)
     tokens = token_lists(sentences)
     print(f"\n{corpus_name}: {len(tokens):,} sentences, {sum(map(len, tokens)):,} words")
@@ -132,6 +135,23 @@ def benchmark(corpus_name, questions, pairs):
                 f"  WordSim-353 Spearman {scores['spearman']:6.3f} ({scores['pairs']} pairs)"
             )
         ratios[method] = rows["lmpipe (seed 0)"][0] / reference
+        lmpipe_rate, steady_rate, _ = rows["lmpipe (seed 0)"]
+        gensim_rates = [rows[f"gensim (seed {seed})"][0] for seed in (0, 1)]
+        record.add(
+            f"words/s of the whole fit, {method}, {corpus_name}",
+            ratios[method],
+            f"gensim Word2Vec (workers={WORKERS})",
+            # The goal is Shakespeare's: the small lee corpus times mostly start-up costs.
+            goal=">= 0.5x" if corpus_name == "shakespeare" else None,
+            spread=(
+                min(lmpipe_rate / rate for rate in gensim_rates),
+                max(lmpipe_rate / rate for rate in gensim_rates),
+            ),
+            words_per_second=lmpipe_rate,
+            steady_words_per_second=steady_rate,
+            gensim_words_per_second=gensim_rates,
+            quality={name: scores for name, (_, _, scores) in rows.items()},
+        )
     return ratios
 
 
@@ -139,12 +159,15 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", choices=("lee", "shakespeare", "both"), default="both")
     args = parser.parse_args()
+    print_machine()
     questions, pairs = read_analogies(), read_word_pairs()
     names = ("lee", "shakespeare") if args.corpus == "both" else (args.corpus,)
-    summary = {name: benchmark(name, questions, pairs) for name in names}
+    record = Results("word2vec")
+    summary = {name: benchmark(name, questions, pairs, record) for name in names}
     print("\nlmpipe / gensim (workers=2) words/s, whole fit (goal: >= 0.5x):")
     for name, ratios in summary.items():
         print("  " + name + ": " + ", ".join(f"{m} {r:.2f}x" for m, r in ratios.items()))
+    record.write()
 
 
 if __name__ == "__main__":
