@@ -53,6 +53,25 @@ def _uniform_ints(shape, seed, stream, maxval, dtype=tf.int32):
     return tf.cast(draw, dtype)
 
 
+@tf.function(jit_compile=True)
+def _query_stream_mask(draw, is_target, real, bits, block_size, reuse_len):
+    """`perm_mask` float32 `[B, S, S]` from the order's random numbers `draw` (int64 `[B, S]`,
+    31 bits), as `PermutationLM._perm_mask` describes. An XLA function: the keys, the
+    comparison and the cast over `[B, S, S]` are one loop there, where TensorFlow makes a tensor
+    per op (on 64 x 128 batches, about half the time). Integer work only: the same bytes."""
+    position = tf.range(tf.shape(draw)[1], dtype=tf.int64)[None, :]  # [1, S]
+    block = position // block_size
+    target = tf.cast(is_target, tf.int64)
+    order = block * 2 ** (31 + bits) + draw * 2**bits + position
+    key = target * (2 ** (31 + 2 * bits) + order)  # [B, S]
+    if reuse_len:
+        key += tf.cast(position >= reuse_len, tf.int64) * 2 ** (32 + 2 * bits)
+    # i sees j when j comes strictly before i (targets) or not after i (non-targets);
+    # padding columns get a key nothing reaches. One comparison per entry.
+    column_key = tf.where(real, key, tf.int64.max)
+    return tf.cast(column_key[:, None, :] <= (key - target)[:, :, None], tf.float32)
+
+
 class PermutationLM:
     """Choose XLNet's prediction targets and factorization order for a batch of examples.
 
@@ -191,6 +210,15 @@ class PermutationLM:
         self.seq_len = seq_len
         self.max_predictions = max_predictions
         self.special_ids = sorted({int(i) for i in specials})
+        # triangle[i, j] = 1 for i <= j: a row times it is the row's running sum.
+        if seq_len <= 1024:
+            self._triangle = np.triu(np.ones((seq_len, seq_len), np.float32))
+        self._special_runs = []  # maximal runs [first, last] of consecutive special ids
+        for i in self.special_ids:
+            if self._special_runs and self._special_runs[-1][1] == i - 1:
+                self._special_runs[-1][1] = i
+            else:
+                self._special_runs.append([i, i])
         self.continuation_mask = continuation_mask
         self.mask_alpha = float(mask_alpha)
         self.max_span = max_span
@@ -220,7 +248,7 @@ class PermutationLM:
         """Spans of words laid out along each row, cut to the budget: [B, S] bool."""
         batch_size = tf.shape(token_ids)[0]
         word_start = self._word_starts(token_ids, maskable, backward)
-        word = tf.cumsum(tf.cast(word_start, tf.int32), axis=1) - 1  # [B, S] word of each piece
+        word = self._running_count(word_start) - 1  # [B, S] word of each piece
 
         # The renewal process: slot k is a span of n_k words starting at word start_k, then a
         # gap of g_k >= 1 words, uniform in [1, 2 (K - 1) n_k - 1] (mean (K - 1) n_k).
@@ -247,7 +275,7 @@ class PermutationLM:
         (and one that wraps around) is shortened.
         """
         batch_size = tf.shape(in_span)[0]
-        counts = tf.cumsum(tf.cast(in_span, tf.int32), axis=1)  # [B, S] pieces up to here
+        counts = self._running_count(in_span)  # [B, S] pieces up to here
         total = counts[:, -1:]  # [B, 1]
         start = _uniform_ints([batch_size, 1], seed, _BUDGET, self.seq_len)
         before = tf.gather(tf.pad(counts, [[0, 0], [1, 0]]), start, batch_dims=1)  # [B, 1]
@@ -276,10 +304,30 @@ class PermutationLM:
     def _is_special(self, token_ids):
         if not self.special_ids:
             return tf.zeros_like(token_ids, tf.bool)
+        if len(self._special_runs) <= 3:
+            # A few comparisons cost less than a search per token (BERT's specials, 0 and
+            # 100-103, are two runs).
+            special = None
+            for first, last in self._special_runs:
+                inside = (token_ids >= first) & (token_ids <= last)
+                if first == last:
+                    inside = tf.equal(token_ids, first)
+                special = inside if special is None else special | inside
+            return special
         specials = tf.constant(self.special_ids, tf.int32)
         flat = tf.reshape(token_ids, [-1])
         index = tf.minimum(tf.searchsorted(specials, flat), len(self.special_ids) - 1)
         return tf.reshape(tf.equal(tf.gather(specials, index), flat), tf.shape(token_ids))
+
+    def _running_count(self, mask):
+        """`tf.cumsum` of a bool `[B, S]` mask along the row, as int32.
+
+        For rows up to 1024 a matmul with a triangle of ones, about half the time of
+        TensorFlow's cumsum: exact, as the sums are integers below 2**24 and 0 and 1 are exact
+        in every float32 math mode (bfloat16, TF32)."""
+        if self.seq_len > 1024:
+            return tf.cumsum(tf.cast(mask, tf.int32), axis=1)
+        return tf.cast(tf.matmul(tf.cast(mask, tf.float32), self._triangle), tf.int32)
 
     # Order ------------------------------------------------------------------------------------
 
@@ -287,44 +335,30 @@ class PermutationLM:
         """The query-stream mask [B, S, S] from a sampled factorization order."""
         batch_size = tf.shape(is_target)[0]
         seq_len = self.seq_len
-        position = tf.range(seq_len, dtype=tf.int64)[None, :]  # [1, S]
         # One int64 key per position, smaller = earlier in the order. From the high bits:
         # the part (memory first), target or not (all non-targets of a part are equal: they
         # form the context), then for targets the block, a random 31-bit number and the
         # position, which makes the keys distinct and orders each block at random (ties of
         # the random numbers, probability ~S^2 / 2^32 per block, fall back to position).
-        bits = self._position_bits
         draw = _uniform_ints([batch_size, seq_len], seed, _ORDER, tf.int32.max, tf.int64)
-        block = position // (self.perm_size or seq_len)
-        target = tf.cast(is_target, tf.int64)
-        order = block * 2 ** (31 + bits) + draw * 2**bits + position
-        key = target * (2 ** (31 + 2 * bits) + order)  # [B, S]
-        if self.reuse_len:
-            key += tf.cast(position >= self.reuse_len, tf.int64) * 2 ** (32 + 2 * bits)
-        # i sees j when j comes strictly before i (targets) or not after i (non-targets);
-        # padding columns get a key nothing reaches. One comparison per entry.
-        column_key = tf.where(real, key, tf.int64.max)
-        sees = column_key[:, None, :] <= (key - target)[:, :, None]  # [B, S, S]
-        return tf.cast(sees, tf.float32)
+        return _query_stream_mask(
+            draw, is_target, real, self._position_bits, self.perm_size or seq_len, self.reuse_len
+        )
 
     # Outputs ----------------------------------------------------------------------------------
 
     def _prediction_lists(self, token_ids, is_target):
-        batch_size, seq_len, num_slots = tf.shape(token_ids)[0], self.seq_len, self.max_predictions
+        num_slots = self.max_predictions
         target = tf.cast(is_target, tf.int32)
-        # The list slot of each target; everything else goes to a dump slot P.
-        slot = tf.where(is_target, tf.cumsum(target, axis=1, exclusive=True), num_slots)
-        rows = tf.broadcast_to(tf.range(batch_size)[:, None], tf.shape(slot))
-        positions = tf.scatter_nd(
-            tf.stack([rows, slot], axis=-1),
-            tf.broadcast_to(tf.range(seq_len), tf.shape(slot)),
-            tf.stack([batch_size, num_slots + 1]),
-        )[:, :num_slots]  # [B, P], each position lands once, so the sum is the position
-        count = tf.reduce_sum(target, axis=1)  # [B]
-        real = tf.range(num_slots)[None, :] < count[:, None]  # [B, P]
+        place = self._running_count(is_target)  # [B, S] targets up to and including here
+        # The position of a row's k-th target is the first where `place` reaches k.
+        shape = tf.stack([tf.shape(place)[0], num_slots])
+        wanted = tf.broadcast_to(tf.range(1, num_slots + 1), shape)
+        real = tf.range(num_slots)[None, :] < place[:, -1:]  # [B, P]
+        positions = tf.where(real, tf.searchsorted(place, wanted, side="left"), 0)  # [B, P]
         return {
             # one_hot of -1 is a row of zeros.
-            "target_mapping": tf.one_hot(tf.where(real, positions, -1), seq_len),  # [B, P, S]
+            "target_mapping": tf.one_hot(tf.where(real, positions, -1), self.seq_len),
             "target_ids": tf.gather(token_ids, positions, batch_dims=1) * tf.cast(real, tf.int32),
             "target_mask": tf.cast(real, tf.float32),
             "masked_tokens": target,
