@@ -53,9 +53,22 @@ def _tokenize_group(tokenizer, documents):
     characters, such as zero-width spaces, has no token)."""
     ids = _document_fingerprints(documents)
     tokens = documents if documents.dtype != tf.string else tokenizer.tokenize(documents)
-    tokens = tf.ragged.boolean_mask(tokens, tokens.row_lengths(axis=2) > 0)
-    keep = tokens.row_lengths(axis=1) > 0
-    return tf.ragged.boolean_mask(tokens, keep), tf.boolean_mask(ids, keep)
+    # Dropping empty rows leaves the tokens as they are and only shortens the row lengths:
+    # built so, not with tf.ragged.boolean_mask (20 ops here, 500 there).
+    lengths = tokens.values.row_lengths()  # [sentences] pieces
+    kept = lengths > 0
+    sentences = tf.math.unsorted_segment_sum(
+        tf.cast(kept, lengths.dtype), tokens.value_rowids(), tokens.nrows()
+    )  # [G] sentences left in each document
+    keep = sentences > 0
+    tokens = tf.RaggedTensor.from_row_lengths(
+        tf.RaggedTensor.from_row_lengths(
+            tokens.flat_values, tf.boolean_mask(lengths, kept), validate=False
+        ),
+        tf.boolean_mask(sentences, keep),
+        validate=False,
+    )
+    return tokens, tf.boolean_mask(ids, keep)
 
 
 def bert_examples(

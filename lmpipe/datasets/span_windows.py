@@ -23,6 +23,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from lmpipe.datasets.packing import pack_segments
 from lmpipe.datasets.wordpiece import _KEEP, _SPLIT
 
 NO_OFFSET = -1
@@ -113,13 +114,7 @@ def span_windows(tokenizer, questions, contexts, seq_len, max_query_len, doc_str
     begin = tf.gather(ids.row_splits, example) + first  # [W], in the flat pieces
     flat = tf.ragged.range(begin, begin + count)  # [W, (count)]
     window_ids = tf.gather(ids.flat_values, flat)
-    token_ids, segment_ids = tf_text.combine_segments(
-        [tf.gather(query, example), window_ids],
-        start_of_sequence_id=tokenizer.cls_id,
-        end_of_segment_id=tokenizer.sep_id,
-    )
-    token_ids, padding_mask = tf_text.pad_model_inputs(token_ids, seq_len, tokenizer.pad_id)
-    segment_ids, _ = tf_text.pad_model_inputs(segment_ids, seq_len, 0)
+    packed = pack_segments(tokenizer, [tf.gather(query, example), window_ids], seq_len)
     before = tf.gather(query_length, example) + 2  # [CLS] question [SEP]
 
     def at_context_positions(values):  # ragged [W, (count)] -> [W, seq_len], -1 elsewhere
@@ -129,9 +124,7 @@ def span_windows(tokenizer, questions, contexts, seq_len, max_query_len, doc_str
 
     row_start = tf.gather(ids.row_splits, example)[:, None]
     return {
-        "token_ids": tf.cast(token_ids, tf.int32),
-        "segment_ids": tf.cast(segment_ids, tf.int32),
-        "padding_mask": tf.cast(padding_mask, tf.int32),
+        **packed,
         "example_index": tf.cast(example, tf.int32),
         "piece_index": at_context_positions(flat - row_start),
         "char_start": at_context_positions(tf.gather(char_start.flat_values, flat)),
