@@ -60,15 +60,15 @@ def _tokenize_group(tokenizer, documents):
     sentences = tf.math.unsorted_segment_sum(
         tf.cast(kept, lengths.dtype), tokens.value_rowids(), tokens.nrows()
     )  # [G] sentences left in each document
-    keep = sentences > 0
+    keep = tf.reshape(tf.where(sentences > 0), [-1])
     tokens = tf.RaggedTensor.from_row_lengths(
         tf.RaggedTensor.from_row_lengths(
-            tokens.flat_values, tf.boolean_mask(lengths, kept), validate=False
+            tokens.flat_values, tf.gather(lengths, tf.reshape(tf.where(kept), [-1])), validate=False
         ),
-        tf.boolean_mask(sentences, keep),
+        tf.gather(sentences, keep),
         validate=False,
     )
-    return tokens, tf.boolean_mask(ids, keep)
+    return tokens, tf.gather(ids, keep)
 
 
 def bert_examples(

@@ -334,10 +334,9 @@ class WordPieceTokenizer(Tokenizer):
         piece_too_long = tf.gather(too_long, word_of_piece)
         keep = tf.logical_or(is_start, tf.logical_not(piece_too_long))
         new_ids = tf.where(piece_too_long, self.unk_id, flat_ids)
+        kept = tf.reshape(tf.where(keep), [-1])
         return tf.RaggedTensor.from_value_rowids(
-            tf.boolean_mask(new_ids, keep),
-            tf.boolean_mask(piece_rows, keep),
-            nrows=ids.nrows(),
+            tf.gather(new_ids, kept), tf.gather(piece_rows, kept), nrows=ids.nrows(), validate=False
         )
 
     def __repr__(self):
