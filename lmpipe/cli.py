@@ -1698,8 +1698,10 @@ def build_parser():
     pretrain.add_argument(
         "--mixed-precision",
         default=None,
-        choices=["mixed_bfloat16", "mixed_float16"],
-        help="compute in bfloat16 or float16, keep float32 weights (default: float32)",
+        choices=["mixed_bfloat16", "mixed_float16", "auto"],
+        help="compute in bfloat16 or float16, keep float32 weights; auto: bfloat16 where the "
+        "hardware has it (Ampere+ GPUs, CPUs with AVX512_BF16 or AMX), else float32 "
+        "(default: float32)",
     )
     pretrain.add_argument("--xla", action="store_true", help="XLA-compile the train step")
     _add_training_options(

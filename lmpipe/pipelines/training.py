@@ -27,14 +27,55 @@ from lmpipe.pipelines.distribution import (
 from lmpipe.pipelines.preemption import checkpoint_on_preemption
 from lmpipe.pipelines.schedules import adamw
 
-MIXED_PRECISION = (None, "float32", "mixed_bfloat16", "mixed_float16")
+MIXED_PRECISION = (None, "float32", "mixed_bfloat16", "mixed_float16", "auto")
+# CPU features with bfloat16 arithmetic in hardware (/proc/cpuinfo's names), where oneDNN runs
+# bfloat16 matmuls at about twice the float32 rate; elsewhere bfloat16 is emulated, slower.
+BFLOAT16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def _cpu_flags():
+    """The CPU's feature flags from /proc/cpuinfo (Linux), an empty set where unreadable."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as file:
+            for line in file:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def automatic_precision():
+    """`(policy, reason)`: the precision `mixed_precision="auto"` trains in on this machine.
+
+    "mixed_bfloat16" where bfloat16 runs in hardware: every GPU TensorFlow sees of compute
+    capability 8.0 or more (Ampere and later), or, without GPUs, a CPU with AVX512_BF16 or AMX;
+    "float32" elsewhere (older GPUs want float16 with loss scaling, which changes the numbers
+    more: asked for by name, not picked).
+    """
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        capabilities = [
+            tf.config.experimental.get_device_details(gpu).get("compute_capability", (0, 0))
+            for gpu in gpus
+        ]
+        if min(capabilities) >= (8, 0):
+            return "mixed_bfloat16", f"GPUs of compute capability {min(capabilities)}"
+        return "float32", f"a GPU of compute capability {min(capabilities)} (below 8.0)"
+    flags = sorted(set(BFLOAT16_CPU_FLAGS) & _cpu_flags())
+    if flags:
+        return "mixed_bfloat16", f"a CPU with {' and '.join(flags)}"
+    return "float32", "a CPU without bfloat16 arithmetic (avx512_bf16, amx_bf16)"
 
 
 @contextlib.contextmanager
 def dtype_policy(name):
-    """Build models under the Keras dtype policy `name` (None: leave the policy as it is)."""
+    """Build models under the Keras dtype policy `name` (None: leave the policy as it is;
+    "auto": `automatic_precision`'s)."""
     if name not in MIXED_PRECISION:
         raise ValueError(f"`mixed_precision` must be one of {MIXED_PRECISION}, got {name!r}.")
+    if name == "auto":
+        name, _ = automatic_precision()
     if name is None:
         yield
         return
@@ -205,7 +246,9 @@ def train(
         warmup_steps: warmup of the schedule; defaults to 10% of all steps.
         weight_decay: AdamW's decoupled weight decay (not on biases and LayerNorms).
         clipnorm: global gradient-norm clipping.
-        mixed_precision: None, "mixed_bfloat16" or "mixed_float16" (Keras adds loss scaling).
+        mixed_precision: None, "mixed_bfloat16" or "mixed_float16" (Keras adds loss scaling),
+            or "auto": bfloat16 where the hardware computes in it (Ampere and later GPUs,
+            CPUs with AVX512_BF16 or AMX), float32 elsewhere; `fit` says which it picked.
         jit_compile: XLA-compile the train step; with several replicas, each replica's
             forward and backward pass (the loss and the optimizer update run without XLA).
         accumulation_steps: each optimizer update sums the gradients of this many batches of
@@ -260,6 +303,9 @@ def train(
             f"(epochs={epochs} x steps_per_epoch={steps_per_epoch})."
         )
     strategy = distribution_strategy(strategy)
+    if mixed_precision == "auto" and verbose:
+        policy, reason = automatic_precision()
+        print(f"mixed_precision='auto': {policy}, for {reason}.")
     per_replica = per_replica_batch_size(strategy, batch_size)
     warmup_steps = max(1, total_steps // 10) if warmup_steps is None else warmup_steps
     with dtype_policy(mixed_precision), strategy.scope():

@@ -8,6 +8,7 @@ import re
 import keras
 import pytest
 
+from lmpipe.datasets.corpus import TextCorpus
 from lmpipe.datasets.wordpiece import WordPieceTokenizer
 from lmpipe.models.bert import BertConfig, bert
 from lmpipe.pipelines import pipeline, training
@@ -196,3 +197,62 @@ def test_train_checks_its_options_before_building_the_model():
 def test_bad_numbers_in_pipeline_options_are_refused_by_name(tokenizer, make, message):
     with pytest.raises(ValueError, match=message):
         make(tokenizer)
+
+
+class FakeGpu:
+    def __init__(self, capability):
+        self.capability = capability
+
+
+@pytest.mark.parametrize(
+    "gpus, flags, policy",
+    [
+        ([], {"avx2", "avx512f", "avx512_bf16"}, "mixed_bfloat16"),
+        ([], {"avx2", "amx_bf16", "amx_tile"}, "mixed_bfloat16"),
+        ([], {"avx2", "avx512f"}, "float32"),  # bfloat16 would be emulated: slower
+        ([], set(), "float32"),
+        ([(8, 0), (9, 0)], set(), "mixed_bfloat16"),
+        ([(8, 6), (7, 5)], {"avx512_bf16"}, "float32"),  # the slowest GPU decides, not the CPU
+    ],
+)
+def test_auto_precision_picks_bfloat16_only_where_the_hardware_computes_in_it(
+    monkeypatch, gpus, flags, policy
+):
+    monkeypatch.setattr(training, "_cpu_flags", lambda: flags)
+    monkeypatch.setattr(
+        training.tf.config, "list_physical_devices", lambda kind: [FakeGpu(c) for c in gpus]
+    )
+    monkeypatch.setattr(
+        training.tf.config.experimental,
+        "get_device_details",
+        lambda gpu: {"compute_capability": gpu.capability},
+    )
+    picked, reason = training.automatic_precision()
+    assert picked == policy
+    assert ("GPU" in reason) == bool(gpus)
+    previous = keras.config.dtype_policy().name
+    with training.dtype_policy("auto"):
+        assert keras.config.dtype_policy().name == policy
+    assert keras.config.dtype_policy().name == previous
+
+
+def test_fit_with_auto_precision_says_what_it_picked(tokenizer, monkeypatch, capsys):
+    monkeypatch.setattr(training, "_cpu_flags", lambda: {"avx512_bf16"})
+    pipe = BertPretraining(
+        tokenizer,
+        BertConfig.tiny(vocabulary_size=tokenizer.vocabulary_size, max_sequence_length=16),
+        seq_len=16,
+        objective="mlm",
+    )
+    documents = [["to be or not to be .", "not to be ."], ["or not .", "be or not to be ."]] * 4
+    pipe.fit(
+        TextCorpus.from_documents(documents),
+        batch_size=4,
+        epochs=1,
+        steps_per_epoch=1,
+        mixed_precision="auto",
+    )
+    assert "mixed_precision='auto': mixed_bfloat16, for a CPU with avx512_bf16." in (
+        capsys.readouterr().out
+    )
+    assert pipe.model.dtype_policy.name == "mixed_bfloat16"
