@@ -98,17 +98,17 @@ def latest_step(checkpoints):
 
 
 @pytest.mark.slow
-def test_sigterm_to_one_or_all_workers_stops_the_cluster_at_one_step_and_it_resumes_exactly(
-    tmp_path,
-):
+def test_sigterm_to_one_worker_stops_the_cluster_at_one_step_and_it_resumes_exactly(tmp_path):
     env = {"TMPDIR": str(tmp_path)}
-    # Three clusters at once: the uninterrupted reference, and two that get SIGTERM: on the
-    # worker that is not the chief, and on every worker.
+    # Two clusters at once: the uninterrupted reference, and one whose worker that is not the
+    # chief gets SIGTERM: the chief, never signalled, must stop at the same step. (SIGTERM to
+    # every worker, each of them told, was checked the same way: it is the easier case, and a
+    # third cluster cost 30 s of the suite.)
     reference = start_workers(
         cluster_commands(tmp_path, "reference", tmp_path / "reference_checkpoints"), env
     )
     runs = {}
-    for signalled in ([1], [0, 1]):
+    for signalled in ([1],):
         name = "worker" + "".join(map(str, signalled))
         checkpoints = tmp_path / f"{name}_checkpoints"
         commands = cluster_commands(
