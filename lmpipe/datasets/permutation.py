@@ -309,9 +309,10 @@ class PermutationLM:
             # 100-103, are two runs).
             special = None
             for first, last in self._special_runs:
-                inside = (token_ids >= first) & (token_ids <= last)
                 if first == last:
                     inside = tf.equal(token_ids, first)
+                else:
+                    inside = (token_ids >= first) & (token_ids <= last)
                 special = inside if special is None else special | inside
             return special
         specials = tf.constant(self.special_ids, tf.int32)

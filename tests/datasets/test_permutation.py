@@ -342,3 +342,16 @@ def test_bad_call_arguments_are_named(bert_tokenizer):
         plm(ids, tf.ones_like(ids), tf.constant([0.5, 1.0]))
     with pytest.raises(ValueError, match="`padding_mask` must have the shape"):
         plm(ids, tf.ones([2, 3]), tf.constant([0, 0]))
+
+
+@pytest.mark.parametrize("special_ids", [[0, 1, 2, 3], [0, 5, 6, 7, 20], [0, 3, 9, 11, 30, 31]])
+def test_special_ids_in_runs_or_scattered_are_never_targets(special_ids):
+    # A few runs of consecutive ids are compared directly, more are searched: the same rule.
+    rng = np.random.default_rng(0)
+    token_ids = rng.integers(0, 40, size=(16, 32)).astype(np.int32)
+    plm = PermutationLM(32, 16, special_ids, mask_alpha=2, max_span=1)
+    out = plm(token_ids, np.ones_like(token_ids), tf.constant([1, 2], tf.int64))
+    targets = out["masked_tokens"].numpy() > 0
+    special = np.isin(token_ids, special_ids)
+    assert not (targets & special).any()
+    assert targets[~special].mean() > 0.2  # about 1 in 2 of the others (mask_alpha=2)

