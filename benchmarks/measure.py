@@ -35,22 +35,6 @@ ALTERNATIVES = {
 }
 
 
-def sequences_per_second(make_dataset, batch_size, num_batches, repeats=5):
-    """Median sequences/s of iterating `num_batches` batches of `make_dataset()`."""
-    dataset = make_dataset().take(num_batches)
-    for _ in dataset:  # warm-up: tracing, caches
-        pass
-    rates = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        count = 0
-        for _ in dataset:
-            count += 1
-        elapsed = time.perf_counter() - start
-        rates.append(count * batch_size / elapsed)
-    return statistics.median(rates)
-
-
 def start_up_and_steady_state_rounds(make_datasets, batch_size, warmup=20, timed=200, rounds=3):
     """For each of `make_datasets` (`{name: () -> endless tf.data.Dataset}`), in each of
     `rounds` rounds (the names taken in turns, rotated each round): the seconds from making the
@@ -87,19 +71,8 @@ def round_medians(per_round):
     }
 
 
-def start_up_and_steady_state(make_datasets, batch_size, warmup=20, timed=200, rounds=3):
-    """The median start-up seconds and steady-state sequences/s of each of `make_datasets`
-    over `rounds` rounds of `start_up_and_steady_state_rounds`.
-
-    Returns `{name: (start-up seconds, sequences/s)}`.
-    """
-    return round_medians(
-        start_up_and_steady_state_rounds(make_datasets, batch_size, warmup, timed, rounds)
-    )
-
-
 def report_start_up_and_steady_state(title, results, reference):
-    """Print `results` of `start_up_and_steady_state`, each against `results[reference]`:
+    """Print `results` (`round_medians`), each against `results[reference]`:
     steady-state sequences/s (ratio above 1: faster) and start-up seconds (ratio below 1:
     sooner)."""
     print(f"\n{title}")

@@ -303,9 +303,10 @@ def train(
             f"(epochs={epochs} x steps_per_epoch={steps_per_epoch})."
         )
     strategy = distribution_strategy(strategy)
-    if mixed_precision == "auto" and verbose:
-        policy, reason = automatic_precision()
-        print(f"mixed_precision='auto': {policy}, for {reason}.")
+    if mixed_precision == "auto":
+        mixed_precision, reason = automatic_precision()
+        if verbose:
+            print(f"mixed_precision='auto': {mixed_precision}, for {reason}.")
     per_replica = per_replica_batch_size(strategy, batch_size)
     warmup_steps = max(1, total_steps // 10) if warmup_steps is None else warmup_steps
     with dtype_policy(mixed_precision), strategy.scope():

@@ -18,7 +18,8 @@ from lmpipe.pipelines.data_service import from_data_service, start_data_service
 from tests.local_cluster import free_port
 
 
-def pipeline(tokenizer):
+def pipeline(tokenizer, seed=5):
+    """A small BERT pretraining pipeline (width 32, 2 heads, 32 tokens)."""
     config = BertConfig.tiny(
         vocabulary_size=tokenizer.vocabulary_size,
         hidden_dim=32,
@@ -26,7 +27,7 @@ def pipeline(tokenizer):
         intermediate_dim=64,
         max_sequence_length=32,
     )
-    return BertPretraining(tokenizer, config, seq_len=32, seed=5)
+    return BertPretraining(tokenizer, config, seq_len=32, seed=seed)
 
 
 def digest(batch):

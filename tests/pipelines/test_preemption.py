@@ -11,9 +11,9 @@ import keras
 import numpy as np
 import pytest
 
-from lmpipe.models import BertConfig
-from lmpipe.pipelines import PREEMPTED_EXIT_CODE, BertPretraining, Preempted
+from lmpipe.pipelines import PREEMPTED_EXIT_CODE, Preempted
 from tests.local_cluster import start_workers, wait_for_workers
+from tests.pipelines.test_data_service import pipeline
 from tests.pipelines.test_pretraining_fit import SCRIPT, replica_weights
 
 
@@ -32,14 +32,7 @@ class SigtermAt(keras.callbacks.Callback):
 
 
 def fit(tokenizer, corpus, directory, callbacks=()):
-    config = BertConfig.tiny(
-        vocabulary_size=tokenizer.vocabulary_size,
-        hidden_dim=32,
-        num_heads=2,
-        intermediate_dim=64,
-        max_sequence_length=32,
-    )
-    pipe = BertPretraining(tokenizer, seq_len=32, seed=3, config=config)
+    pipe = pipeline(tokenizer, seed=3)
     pipe.fit(
         corpus,
         batch_size=4,
