@@ -31,7 +31,12 @@ from lmpipe.models.sequence_classifier import SequenceClassifier
 from lmpipe.models.span_predictor import SpanPredictor
 from lmpipe.models.token_classifier import TokenClassifier
 from lmpipe.models.transformer import TransformerConfig, TransformerSeq2Seq, transformer
-from lmpipe.models.word2vec import Word2VecModel, negative_sampling_loss, sparse_sgd_step
+from lmpipe.models.word2vec import (
+    Word2VecModel,
+    negative_sampling_loss,
+    sequential_sgd_step,
+    sparse_sgd_step,
+)
 from lmpipe.models.xlnet import XLNetConfig, xlnet, xlnet_content_stream
 from lmpipe.models.xlnet_pretrainer import XLNetPretrainer
 
@@ -78,6 +83,7 @@ __all__ = [
     "label_smoothed_cross_entropy",
     "negative_sampling_loss",
     "rnn_seq2seq",
+    "sequential_sgd_step",
     "sparse_sgd_step",
     "transformer",
     "xlnet",

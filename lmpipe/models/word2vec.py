@@ -5,6 +5,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from lmpipe.kernels import load_kernel
 from lmpipe.layers.word2vec_embedding import Word2VecEmbedding
 
 
@@ -73,9 +74,12 @@ class Word2VecModel(keras.Model):
         del y, sample_weight, training
         return negative_sampling_loss(y_pred, x["candidate_weights"])
 
-    def sgd_step(self, features, learning_rate):
-        """One sparse SGD step on a batch; see `sparse_sgd_step`. Returns `(loss, examples)`."""
-        return sparse_sgd_step(
+    def sgd_step(self, features, learning_rate, sequential=False):
+        """One SGD step on a batch: `sparse_sgd_step` (the batch's updates summed per row), or
+        with `sequential=True` `sequential_sgd_step` (example by example, lmpipe's kernel).
+        Returns `(loss, examples)`."""
+        step = sequential_sgd_step if sequential else sparse_sgd_step
+        return step(
             self.embedding.input_embeddings.value,
             self.embedding.output_embeddings.value,
             features,
@@ -93,6 +97,45 @@ class Word2VecModel(keras.Model):
             vocabulary_size=self.vocabulary_size, vector_size=self.vector_size, seed=self.seed
         )
         return config
+
+
+def sequential_sgd_step(input_table, output_table, features, learning_rate):
+    """SGD on the negative-sampling loss example by example, as the reference implementation
+    (word2vec.c, gensim) updates the vectors, in lmpipe's compiled kernel
+    (`lmpipe/kernels/word2vec_sgd.cc`; see `lmpipe.kernels`).
+
+    Each example, in order, scores its candidates with the vectors as the examples before it
+    left them and updates them at once (the updates of `sparse_sgd_step` for one example, at
+    rate `learning_rate`). One CPU thread walks the batch, so a batch's result depends only
+    on its inputs. The tables must be resource variables on the CPU.
+
+    Args:
+        input_table, output_table: the input and output vectors, `tf.Variable`s `[V, D]`.
+        features: a batch of `lmpipe.datasets.word2vec_examples`, of any size.
+        learning_rate: float32 scalar.
+
+    Returns:
+        `(loss, examples)`: the summed loss, each example's before its own update (float32),
+        and the number of examples (int64), padding examples (weight 0) not counted.
+
+    Raises:
+        lmpipe.kernels.KernelUnavailableError: the kernel cannot be built here (no C++ compiler).
+    """
+    kernel = load_kernel("word2vec_sgd")
+    input_ids = features["input_ids"]
+    mask = features.get("input_mask")
+    if mask is None:
+        mask = tf.zeros([0], tf.float32)
+    loss, examples = kernel.lmpipe_word2vec_sgd(
+        input_table.handle,
+        output_table.handle,
+        tf.cast(input_ids, tf.int32),
+        tf.cast(mask, tf.float32),
+        tf.cast(features["candidate_ids"], tf.int32),
+        tf.cast(features["candidate_weights"], tf.float32),
+        tf.cast(learning_rate, tf.float32),
+    )
+    return tf.cast(loss, tf.float32), examples
 
 
 def sequential_step_scale(learning_rate, curvature):

@@ -1,23 +1,33 @@
 """word2vec: vocabulary, training, word vectors, evaluation, export, in one object.
 
 Training uses its own loop rather than `lmpipe.pipelines.training.train` (even with its
-`optimizer=` argument), for two reasons. The update is not a Keras optimizer's: each row's
-learning rate is corrected for how many examples of the batch use it
-(`lmpipe.models.word2vec.sparse_sgd_step`), which is what lets batches of thousands of
-examples train like the reference implementation's example-by-example SGD. And it is faster:
-word2vec's steps are tiny (a gather, dot products and a scatter per example); autodiff, Keras'
-per-step machinery and an optimizer over `IndexedSlices` made the first version of this
-pipeline run at about 1/20 of gensim's speed. Here a whole epoch is one `tf.function` call
-iterating the dataset in the graph, and each step is a hand-written, XLA-compiled update of
-fixed-size batches that touches only the rows the batch uses. It runs under any
-`tf.distribute` strategy (without XLA there). The learning rate decays linearly from `alpha`
-to `min_alpha` by the words processed, as the reference implementation does.
+`optimizer=` argument): word2vec's update is not a Keras optimizer's, and its steps are tiny
+(a gather, dot products and a scatter per example), so autodiff, Keras' per-step machinery
+and an optimizer over `IndexedSlices` made the first version of this pipeline run at about
+1/20 of gensim's speed. Two updates (`Word2VecOptions.update`):
+
+- "sequential" (the default on one device): lmpipe's compiled kernel
+  (`lmpipe.models.word2vec.sequential_sgd_step`) updates the vectors after every example, as
+  the reference implementation does, on the CPU, while tf.data makes the next batches on the
+  other cores. One iterator feeds the whole run, and an epoch is one `tf.function` call.
+- "batched" (under a `tf.distribute` strategy, or where no C++ compiler is found): each step
+  sums its examples' updates per row, each row's learning rate corrected for how many
+  examples of the batch use it (`lmpipe.models.word2vec.sparse_sgd_step`), which is what
+  lets batches of thousands of examples train like example-by-example SGD. It is a
+  hand-written, XLA-compiled update of fixed-size batches (without XLA under a strategy) that
+  touches only the rows the batch uses; a whole epoch is one `tf.function` call iterating
+  the dataset in the graph.
+
+The learning rate decays linearly from `alpha` to `min_alpha` by the words processed, as the
+reference implementation does.
 """
 
+import contextlib
 import dataclasses
 import io
 import os
 import time
+import warnings
 
 import keras
 import numpy as np
@@ -39,6 +49,7 @@ from lmpipe.datasets.word_similarity import (
     similarity_correlation,
     unit_vectors,
 )
+from lmpipe.kernels import KernelUnavailableError, load_kernel
 from lmpipe.models.word2vec import Word2VecModel, negative_sampling_loss
 from lmpipe.pipelines.distribution import distributed_dataset, distribution_strategy, is_chief
 from lmpipe.pipelines.pipeline import Pipeline, PipelineOptions
@@ -48,6 +59,7 @@ from lmpipe.serving.text_export import export_text_function
 VOCABULARY_FILE = "vocabulary.tsv"
 VECTORS_FILE = "vectors.npz"
 DEFAULT_BATCH_SIZES = {"skipgram": 4096, "cbow": 1024}
+UPDATES = ("auto", "sequential", "batched")
 # The training options of `Word2Vec.fit`: its loop is its own (see the module docstring).
 WORD2VEC_TRAINING_OPTIONS = ("strategy", "checkpoint_dir", "verbose")
 
@@ -68,6 +80,14 @@ class Word2VecOptions(PipelineOptions):
         alpha, min_alpha: the learning rate decays linearly from `alpha` to `min_alpha`
             over the run, by words processed.
         lower_case: lowercase the text (the evaluation sets are lowercase).
+        update: how a step updates the vectors. "sequential": example by example, as the
+            reference implementation does, in lmpipe's compiled kernel
+            (`lmpipe.models.word2vec.sequential_sgd_step`; CPU, one device, needs a C++
+            compiler the first time). "batched": each batch's updates summed per row with a
+            per-row correction (`lmpipe.models.word2vec.sparse_sgd_step`; XLA, any device and
+            `tf.distribute` strategy). "auto": sequential without a distribution strategy,
+            batched under one; batched also where the kernel cannot be built, with a
+            `RuntimeWarning` saying why.
         seed: seed of the initialization and of every random choice.
     """
 
@@ -80,6 +100,7 @@ class Word2VecOptions(PipelineOptions):
     alpha: float = 0.025
     min_alpha: float = 1e-4
     lower_case: bool = True
+    update: str = "auto"
 
     def check(self):
         super().check()
@@ -94,6 +115,8 @@ class Word2VecOptions(PipelineOptions):
                 f"min_alpha={self.min_alpha!r}."
             )
         check_bool("lower_case", self.lower_case)
+        if self.update not in UPDATES:
+            raise ValueError(f"`update` must be one of {UPDATES}, got {self.update!r}.")
         for name in ("sample", "alpha", "min_alpha"):
             self.resolve(name, float(getattr(self, name)))
 
@@ -112,14 +135,16 @@ class Word2Vec(Pipeline):
         **options: the fields of `Word2VecOptions` (`method`, `vector_size`, `window`,
             `negative`, `min_count`, `sample`, `alpha`, `min_alpha`, `lower_case`, `seed`).
 
-    `fit`'s `batch_size` is the number of examples per SGD step (per replica):
-    (center, context) pairs for skip-gram, center words for CBOW; None: 4096 for skip-gram
-    (about 1,100 words), 1024 for CBOW (about 1,400 words). A step sums its examples' updates
-    per row with a correction for rows used many times
+    `fit`'s `batch_size` is the number of examples per SGD step (per replica) of the batched
+    update: (center, context) pairs for skip-gram, center words for CBOW; None: 4096 for
+    skip-gram (about 1,100 words), 1024 for CBOW (about 1,400 words). A batched step sums its
+    examples' updates per row with a correction for rows used many times
     (`lmpipe.models.word2vec.sparse_sgd_step`); larger steps have less overhead but
     materialize `[batch_size, 1 + negative, vector_size]` tensors, which outgrow the CPU
     caches and the allocator's reused memory, and approximate the reference's
-    example-by-example updates less well. An epoch is one pass over the corpus.
+    example-by-example updates less well. The sequential update takes the examples of about
+    16 such batches (whole sentences) per call of its kernel, with one learning rate; they
+    are updated one after the other all the same. An epoch is one pass over the corpus.
 
     Example:
 
@@ -145,6 +170,7 @@ class Word2Vec(Pipeline):
         super().__init__(None, **options)
         self.vocabulary = None
         self.batch_size = None  # examples per step of the last fit
+        self.update = None  # "sequential" or "batched": how the last fit updated
 
     def check_data(self, corpus, name="data"):
         return as_corpus(corpus)
@@ -243,6 +269,8 @@ class Word2Vec(Pipeline):
             )
         self.vocabulary = vocabulary
         self.batch_size = examples_per_batch
+        sequential = self._sequential_update(strategy)
+        self.update = "sequential" if sequential else "batched"
         # Sentences are turned into examples about 16 steps' worth at a time: fewer, larger
         # tf.data calls cost less per word. Skip-gram makes about window + 1 examples per
         # word, CBOW one.
@@ -251,7 +279,8 @@ class Word2Vec(Pipeline):
         sentences_per_batch = max(
             1, round(words_per_batch * vocabulary.num_sentences / max(vocabulary.total_words, 1))
         )
-        with strategy.scope():
+        # The sequential kernel runs on the CPU, where its tables must be.
+        with strategy.scope(), tf.device("/CPU:0") if sequential else contextlib.nullcontext():
             self.model = Word2VecModel(len(vocabulary), settings.vector_size, seed=settings.seed)
         checkpoint = manager = None
         first_epoch = 0
@@ -269,7 +298,7 @@ class Word2Vec(Pipeline):
 
         word_ids = {}
 
-        def make_dataset(epoch):
+        def make_dataset(epoch, epochs=1):
             def for_pipeline(input_context):
                 key = 0 if input_context is None else input_context.input_pipeline_id
                 if key not in word_ids:  # tokenized once, cached for all epochs
@@ -284,35 +313,59 @@ class Word2Vec(Pipeline):
                     negative=settings.negative,
                     sample=settings.sample,
                     seed=settings.seed,
-                    epochs=1,
+                    epochs=epochs,
                     first_epoch=epoch,
                     lower_case=settings.lower_case,
                     input_context=input_context,
                     word_ids=word_ids[key],
-                    examples_per_batch=examples_per_batch,
+                    # The batched step is compiled for one shape; the kernel takes any.
+                    examples_per_batch=None if sequential else examples_per_batch,
                 )
 
             return distributed_dataset(strategy, for_pipeline)
 
-        run_epoch = self._epoch_function(strategy, epochs * vocabulary.retained_words)
-        if not self._distributed(strategy):
+        train = self._epoch_function(strategy, epochs * vocabulary.retained_words, sequential)
+        if sequential:
+            # One iterator for the whole run, so that the input pipeline prefetches across the
+            # ends of epochs; an epoch is its fixed number of batches of sentences.
+            # Without tf.data's autotuning: destroying an autotuned iterator at the end of the
+            # run took 4 seconds in about one run of two here; the epochs are no slower.
+            options = tf.data.Options()
+            options.autotune.enabled = False
+            dataset = make_dataset(first_epoch, epochs - first_epoch).with_options(options)
+            batches = iter(dataset)
+            steps = tf.constant(-(-vocabulary.num_sentences // sentences_per_batch), tf.int64)
+
+            def run_epoch(epoch, words_done):
+                return train(batches, words_done, steps)
+
+        elif self._distributed(strategy):
+
+            def run_epoch(epoch, words_done):
+                return train(make_dataset(epoch), words_done)
+
+        else:
             # The epoch's dataset is built inside the function from the epoch number, so its
-            # tf.data functions are traced once for the run rather than once per epoch.
-            train_on = run_epoch.python_function
+            # tf.data functions are traced once for the run rather than once per epoch. The
+            # word ids are made out here: a cache made inside the function would be a new one
+            # at every call, and every epoch would split and look up the corpus again.
+            word_ids[0] = sentence_word_ids(
+                corpus, vocabulary, sentences_per_batch, settings.lower_case, None
+            )
+            train_on = train.python_function
 
             @tf.function
-            def run_epoch(epoch, words_done):
+            def train_epoch(epoch, words_done):
                 return train_on(make_dataset(epoch), words_done)
+
+            def run_epoch(epoch, words_done):
+                return train_epoch(tf.constant(epoch, tf.int64), words_done)
 
         words_done = tf.constant(float(first_epoch * vocabulary.retained_words), tf.float64)
         history = History()
         for epoch in range(first_epoch, epochs):
             start = time.perf_counter()
-            if self._distributed(strategy):
-                loss, examples, words_done = run_epoch(make_dataset(epoch), words_done)
-            else:
-                epoch_number = tf.constant(epoch, tf.int64)
-                loss, examples, words_done = run_epoch(epoch_number, words_done)
+            loss, examples, words_done = run_epoch(epoch, words_done)
             seconds = time.perf_counter() - start
             words = vocabulary.retained_words
             record = {
@@ -342,31 +395,73 @@ class Word2Vec(Pipeline):
             strategy, (tf.distribute.MirroredStrategy, tf.distribute.MultiWorkerMirroredStrategy)
         )
 
-    def _epoch_function(self, strategy, total_words):
-        """A `tf.function`: one pass over a (distributed) dataset, SGD step by step."""
+    def _sequential_update(self, strategy):
+        """Whether `fit` updates example by example (see `Word2VecOptions.update`)."""
+        update = self.options.update
+        if update == "batched":
+            return False
+        if tf.distribute.has_strategy() or strategy is not tf.distribute.get_strategy():
+            if update == "sequential":
+                raise ValueError(
+                    "Word2Vec(update='sequential') runs on one device, without a distribution "
+                    f"strategy; got {type(strategy).__name__}: use update='batched' (or 'auto')."
+                )
+            return False
+        try:
+            load_kernel("word2vec_sgd")
+        except KernelUnavailableError as error:
+            if update == "sequential":
+                raise
+            warnings.warn(
+                f"Word2Vec trains with update='batched': {error}", RuntimeWarning, stacklevel=3
+            )
+            return False
+        return True
+
+    def _epoch_function(self, strategy, total_words, sequential):
+        """A `tf.function` that trains SGD step by step on a (distributed) dataset to its end,
+        or on `steps` batches of an iterator, and returns `(loss, examples, words_done)`."""
         model, alpha, min_alpha = self.model, self.options.alpha, self.options.min_alpha
 
-        # XLA fuses the step's gathers, products and scatters (2-3x faster on CPU); the
-        # batches have one fixed shape, so it compiles once. Under a distribution strategy
-        # the updates of mirrored tables go through a cross-replica merge, which XLA cannot
-        # compile.
-        @tf.function(jit_compile=not self._distributed(strategy))
+        # The batched step: XLA fuses its gathers, products and scatters (2-3x faster on
+        # CPU); the batches have one fixed shape, so it compiles once. Under a distribution
+        # strategy the updates of mirrored tables go through a cross-replica merge, which XLA
+        # cannot compile. The sequential step is one op of lmpipe's own.
+        @tf.function(jit_compile=not (sequential or self._distributed(strategy)))
         def step(features, learning_rate):
-            loss, count = model.sgd_step(features, tf.cast(learning_rate, tf.float32))
+            loss, count = model.sgd_step(
+                features, tf.cast(learning_rate, tf.float32), sequential=sequential
+            )
             return loss, count, tf.reduce_sum(features["words"])
 
         @tf.function
-        def run_epoch(dataset, words_done):
+        def run_epoch(batches, words_done, steps=None):
+            """Train on `batches`: a dataset, to its end, or an iterator, `steps` batches of it."""
             loss_sum = tf.constant(0.0, tf.float64)
             examples = tf.constant(0, tf.int64)
-            for features in dataset:
-                progress = tf.minimum(words_done / total_words, 1.0)
-                learning_rate = alpha - (alpha - min_alpha) * progress
-                loss, count, words = strategy.run(step, args=(features, learning_rate))
-                loss_sum += tf.cast(strategy.reduce("SUM", loss, axis=None), tf.float64)
-                examples += strategy.reduce("SUM", count, axis=None)
-                words_done += tf.cast(strategy.reduce("SUM", words, axis=None), tf.float64)
+            if steps is None:
+                for features in batches:
+                    loss, count, words = train_step(features, words_done)
+                    loss_sum += loss
+                    examples += count
+                    words_done += words
+            else:
+                for _ in tf.range(steps):
+                    loss, count, words = train_step(batches.get_next(), words_done)
+                    loss_sum += loss
+                    examples += count
+                    words_done += words
             return loss_sum, examples, words_done
+
+        def train_step(features, words_done):
+            progress = tf.minimum(words_done / total_words, 1.0)
+            learning_rate = alpha - (alpha - min_alpha) * progress
+            loss, count, words = strategy.run(step, args=(features, learning_rate))
+            return (
+                tf.cast(strategy.reduce("SUM", loss, axis=None), tf.float64),
+                strategy.reduce("SUM", count, axis=None),
+                tf.cast(strategy.reduce("SUM", words, axis=None), tf.float64),
+            )
 
         return run_epoch
 

@@ -187,17 +187,58 @@ def test_saved_model_serves_vectors_in_a_fresh_tf1_process(trained, tmp_path):
     assert outputs["vector"].dtype == np.float32
 
 
-@pytest.mark.slow
-def test_training_is_reproducible_for_the_same_seed():
-    sentences = ["the cat sat on the mat", "the dog sat on the log", "a cat and a dog"] * 30
+SENTENCES = ["the cat sat on the mat", "the dog sat on the log", "a cat and a dog"] * 30
 
+
+@pytest.mark.slow
+@pytest.mark.parametrize("update", ["sequential", "batched"])
+def test_training_is_reproducible_for_the_same_seed(update):
     def vectors(seed, method):
-        pipe = Word2Vec(method=method, vector_size=8, window=2, min_count=1, seed=seed)
-        pipe.fit(sentences, epochs=2, verbose=False)
+        pipe = Word2Vec(
+            method=method, vector_size=8, window=2, min_count=1, seed=seed, update=update
+        )
+        pipe.fit(SENTENCES, epochs=2, verbose=False)
+        assert pipe.update == update
         return pipe.vectors
 
     np.testing.assert_array_equal(vectors(3, "skipgram"), vectors(3, "skipgram"))
     assert not np.array_equal(vectors(3, "cbow"), vectors(4, "cbow"))
+
+
+class RunStoppedError(Exception):
+    pass
+
+
+@pytest.mark.parametrize("update", ["sequential", "batched"])
+def test_a_run_resumed_after_its_last_epoch_ends_where_an_unbroken_run_ends(
+    update, tmp_path, monkeypatch
+):
+    """A 3-epoch run stopped after its second checkpoint, started again with the same
+    arguments, trains the third epoch only, with the batches and learning rates of the third
+    epoch of an unbroken run (the words processed are restored as whole epochs' words, which
+    the unbroken run sums batch by batch: the rates may differ in their last bits)."""
+    settings = {"vector_size": 8, "window": 2, "min_count": 1, "seed": 5, "update": update}
+    unbroken = Word2Vec(**settings)
+    unbroken.fit(SENTENCES, epochs=3, verbose=False)
+
+    save = tf.train.CheckpointManager.save
+
+    def save_then_stop_at_epoch_2(manager, *args, **kwargs):
+        path = save(manager, *args, **kwargs)
+        if path.endswith("-2"):
+            raise RunStoppedError
+        return path
+
+    monkeypatch.setattr(tf.train.CheckpointManager, "save", save_then_stop_at_epoch_2)
+    interrupted = Word2Vec(**settings)
+    with pytest.raises(RunStoppedError):
+        interrupted.fit(SENTENCES, epochs=3, checkpoint_dir=str(tmp_path), verbose=False)
+    monkeypatch.undo()
+    resumed = Word2Vec(**settings)
+    history = resumed.fit(SENTENCES, epochs=3, checkpoint_dir=str(tmp_path), verbose=False)
+    assert history.epoch == [2]
+    np.testing.assert_allclose(resumed.vectors, unbroken.vectors, rtol=0, atol=1e-6)
+    assert np.abs(resumed.vectors - interrupted.vectors).max() > 1e-4  # epoch 3 did train
 
 
 def test_corpus_below_min_count_names_min_count_and_the_count():

@@ -1,0 +1,144 @@
+"""lmpipe's compiled kernels: the word2vec SGD op against the reference algorithm, its errors,
+and what happens where a kernel cannot be built."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from lmpipe import kernels
+from lmpipe.models.word2vec import sequential_sgd_step
+from lmpipe.pipelines.word2vec import Word2Vec
+
+needs_compiler = pytest.mark.skipif(
+    kernels.compiler() is None, reason="no C++ compiler to build lmpipe's kernels"
+)
+
+
+def reference_sgd(syn0, syn1, ids, mask, candidates, weights, learning_rate):
+    """word2vec.c's negative-sampling update (CBOW with cbow_mean=1), example by example, in
+    float64 numpy: the algorithm the kernel implements."""
+    syn0, syn1, loss = syn0.astype(np.float64), syn1.astype(np.float64), 0.0
+    for p in range(len(candidates)):
+        row_mask = np.ones(1) if mask is None else mask[p]
+        context = np.atleast_1d(ids[p])
+        if row_mask.sum() == 0:
+            continue
+        hidden = (syn0[context] * row_mask[:, None]).sum(0) / row_mask.sum()
+        error = np.zeros_like(hidden)
+        for k, word in enumerate(candidates[p]):
+            if weights[p, k] == 0:
+                continue
+            score = hidden @ syn1[word]
+            label = float(k == 0)
+            loss += weights[p, k] * np.logaddexp(0.0, -score if k == 0 else score)
+            g = weights[p, k] * (label - 1.0 / (1.0 + np.exp(-score))) * learning_rate
+            error += g * syn1[word]
+            syn1[word] += g * hidden
+        for word, m in zip(context, row_mask, strict=True):
+            syn0[word] += m * error
+    return syn0, syn1, loss
+
+
+def random_batch(rng, method, examples=60, vocabulary=12, candidates=6, contexts=4):
+    """A batch over a small vocabulary, so that rows repeat within it (the case a summed update
+    gets wrong), with some noise words and context slots weighing 0."""
+    weights = (rng.random((examples, candidates)) > 0.15).astype(np.float32)
+    weights[-3:] = 0  # padding examples
+    features = {
+        "candidate_ids": rng.integers(0, vocabulary, (examples, candidates)).astype(np.int32),
+        "candidate_weights": weights,
+    }
+    if method == "skipgram":
+        features["input_ids"] = rng.integers(0, vocabulary, examples).astype(np.int32)
+    else:
+        features["input_ids"] = rng.integers(0, vocabulary, (examples, contexts)).astype(np.int32)
+        mask = (rng.random((examples, contexts)) > 0.3).astype(np.float32)
+        mask[5] = 0  # an example without context changes nothing
+        features["input_mask"] = mask
+    return features
+
+
+@needs_compiler
+@pytest.mark.parametrize("method", ["skipgram", "cbow"])
+def test_word2vec_kernel_is_the_reference_algorithm_example_by_example(method):
+    rng = np.random.default_rng(0)
+    syn0 = rng.normal(0, 0.3, (12, 37)).astype(np.float32)  # 37: not a multiple of the lanes
+    syn1 = rng.normal(0, 0.3, (12, 37)).astype(np.float32)
+    features = random_batch(rng, method)
+    input_table, output_table = tf.Variable(syn0), tf.Variable(syn1)
+    held = input_table.read_value()  # a reader's tensor must not change under it
+    loss, examples = tf.function(sequential_sgd_step)(input_table, output_table, features, 0.4)
+
+    expected = reference_sgd(
+        syn0,
+        syn1,
+        features["input_ids"],
+        features.get("input_mask"),
+        features["candidate_ids"],
+        features["candidate_weights"],
+        0.4,
+    )
+    np.testing.assert_allclose(input_table.numpy(), expected[0], rtol=0, atol=2e-6)
+    np.testing.assert_allclose(output_table.numpy(), expected[1], rtol=0, atol=2e-6)
+    assert float(loss) == pytest.approx(expected[2], rel=1e-6)
+    assert int(examples) == int((features["candidate_weights"][:, 0] > 0).sum())
+    assert np.abs(output_table.numpy() - syn1).max() > 0.05  # it learned something
+    np.testing.assert_array_equal(held.numpy(), syn0)
+
+
+@needs_compiler
+def test_word2vec_kernel_names_an_id_outside_the_tables():
+    features = random_batch(np.random.default_rng(1), "skipgram")
+    features["candidate_ids"][3, 2] = 12
+    tables = tf.Variable(tf.zeros([12, 8])), tf.Variable(tf.zeros([12, 8]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"candidate_ids\[20\] = 12"):
+        sequential_sgd_step(*tables, features, 0.1)
+
+
+SENTENCES = ["the cat sat on the mat", "the dog sat on the log", "a cat and a dog"] * 30
+SMALL = {"vector_size": 8, "window": 2, "min_count": 1, "seed": 3}
+
+
+@pytest.fixture
+def no_compiler(monkeypatch):
+    """No C++ compiler where the kernel is looked for (a command that does not exist)."""
+    monkeypatch.setenv("CXX", "lmpipe-test-no-such-compiler")
+    kernels._load_once.cache_clear()
+    yield
+    kernels._load_once.cache_clear()
+
+
+def test_without_a_compiler_auto_trains_batched_and_warns_why(no_compiler):
+    pipe = Word2Vec(**SMALL)
+    with pytest.warns(RuntimeWarning, match="word2vec_sgd kernel is unavailable"):
+        pipe.fit(SENTENCES, epochs=1, verbose=False)
+    assert pipe.update == "batched"
+    with pytest.raises(kernels.KernelUnavailableError, match="lmpipe-test-no-such-compiler"):
+        Word2Vec(update="sequential", **SMALL).fit(SENTENCES, epochs=1, verbose=False)
+
+
+def test_a_failing_compiler_is_reported_with_its_command(monkeypatch):
+    monkeypatch.setenv("CXX", "false")
+    kernels._load_once.cache_clear()
+    try:
+        with pytest.raises(kernels.KernelUnavailableError, match="`false --version ...` failed"):
+            kernels.load_kernel("word2vec_sgd")
+    finally:
+        kernels._load_once.cache_clear()
+
+
+@needs_compiler
+def test_sequential_update_runs_on_one_device_only():
+    pipe = Word2Vec(update="sequential", **SMALL)
+    with pytest.raises(
+        ValueError, match=r"update='sequential'\) runs on one device.*got MirroredStrategy"
+    ):
+        pipe.fit(SENTENCES, epochs=1, strategy="mirrored", verbose=False)
+    auto = Word2Vec(**SMALL)
+    auto.fit(SENTENCES, epochs=1, strategy="mirrored", verbose=False)
+    assert auto.update == "batched"
+
+
+def test_update_must_be_one_of_the_three():
+    with pytest.raises(ValueError, match=r"`update` must be one of .*'sequential'.*got 'hogwild'"):
+        Word2Vec(update="hogwild")
