@@ -43,7 +43,14 @@ FOLDER_GIVES = ("--tokenizer", "--vocab", "--vocab-size", "--cased", "--preset")
 """The flags a `--pretrained` folder answers (its tokenizer and configuration)."""
 MAX_HELD_OUT_BYTES = 2**30
 """The largest corpus (in files) `--held-out` splits in memory."""
-WORD2VEC_FLAGS = ("--method", "--vector-size", "--window", "--min-count", "--negative")
+WORD2VEC_FLAGS = (
+    "--method",
+    "--vector-size",
+    "--window",
+    "--min-count",
+    "--negative",
+    "--update",
+)
 NOT_FOR_WORD2VEC = (
     "--steps",
     "--held-out",
@@ -320,6 +327,7 @@ _OPTION_FLAGS = {
     "window": "--window",
     "min_count": "--min-count",
     "negative": "--negative",
+    "update": "--update",
     "alpha": "--learning-rate",
     "epochs": "--epochs",
     "vocab_size": "--vocab-size",
@@ -538,7 +546,7 @@ def _fill_mask_examples(pipe, corpus, examples=3):
 def _pretrain_word2vec(arguments, strategy):
     from lmpipe.pipelines import Word2Vec
 
-    names = ("method", "vector_size", "window", "min_count", "negative")
+    names = ("method", "vector_size", "window", "min_count", "negative", "update")
     options = {name: getattr(arguments, name) for name in names}
     options["alpha"] = arguments.learning_rate
     options = {name: value for name, value in options.items() if value is not None}
@@ -1690,6 +1698,12 @@ def build_parser():
         ("--window", int, "largest distance of a context word (default: 5)"),
         ("--min-count", int, "rarer words are left out (default: 5)"),
         ("--negative", int, "noise words per example (default: 5)"),
+        (
+            "--update",
+            str,
+            "auto, sequential (example by example, lmpipe's compiled kernel) or batched "
+            "(TensorFlow ops, any strategy) (default: auto)",
+        ),
     ):
         pretrain.add_argument(flag, type=kind, default=None, help=f"word2vec: {text}")
     pretrain.add_argument(

@@ -5,12 +5,11 @@ import json
 import pathlib
 import re
 
-import keras
 import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from lmpipe.layers.activations import gelu_approximate
+from lmpipe.layers.activations import gelu, gelu_approximate
 from lmpipe.models import bert_from_pretrained
 
 FIXTURE = pathlib.Path(__file__).parent / "fixtures" / "minilm_reference.npz"
@@ -64,7 +63,7 @@ def test_loaded_config_matches_config_json(minilm, minilm_directory):
     assert embedding.vocabulary_size == hf["vocab_size"] == 30522
     assert embedding.max_sequence_length == hf["max_position_embeddings"]
     assert blocks[0].intermediate_dim == hf["intermediate_size"]
-    assert blocks[0].activation is keras.activations.gelu
+    assert blocks[0].activation is gelu  # lmpipe's exact (erf) GELU, "gelu" in HF
 
 
 # A tiny random BERT written with Hugging Face's names and layouts (torch Linear: [out, in]).
