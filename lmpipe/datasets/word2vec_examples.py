@@ -32,6 +32,7 @@ import tensorflow as tf
 
 from lmpipe.arguments import check_number, check_positive_int
 from lmpipe.datasets.sharding import pipeline_position
+from lmpipe.datasets.shuffling import graph_code
 from lmpipe.datasets.word2vec_vocabulary import corpus_sentences, split_words
 
 METHODS = ("skipgram", "cbow")
@@ -174,13 +175,10 @@ def check_word2vec_options(method, window, negative, sample):
 
 
 # The functions of this module use no Python control flow on tensors: they run as written,
-# without AutoGraph's conversion, also when a `tf.function` builds the datasets (Word2Vec.fit
-# does). Converted, building an epoch's dataset took about a second, half of it in the
-# Python loop of `alias_table`.
-plain_graph = tf.autograph.experimental.do_not_convert
-
-
-@plain_graph
+# without AutoGraph's conversion (`graph_code`), also when a `tf.function` builds the datasets
+# (Word2Vec.fit does). Converted, building an epoch's dataset took about a second, half of it
+# in the Python loop of `alias_table`.
+@graph_code
 def sentence_word_ids(
     corpus, vocabulary, sentences_per_batch=512, lower_case=True, input_context=None
 ):
@@ -198,12 +196,12 @@ def sentence_word_ids(
     return (
         corpus_sentences(corpus, input_context)
         .batch(sentences_per_batch)
-        .map(plain_graph(word_ids), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        .map(graph_code(word_ids), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
         .cache()
     )
 
 
-@plain_graph
+@graph_code
 def word2vec_examples(
     corpus,
     vocabulary,
@@ -305,7 +303,7 @@ def word2vec_examples(
 
     def make_epoch(epoch):
         return word_ids.enumerate().map(
-            plain_graph(lambda index, ids: make_batch(epoch, index, ids)),
+            graph_code(lambda index, ids: make_batch(epoch, index, ids)),
             num_parallel_calls=tf.data.AUTOTUNE,
             deterministic=True,
         )
@@ -317,7 +315,7 @@ def word2vec_examples(
         return (
             make_epoch(epoch)
             .map(
-                plain_graph(lambda features: split_examples(features, examples_per_batch)),
+                graph_code(lambda features: split_examples(features, examples_per_batch)),
                 num_parallel_calls=tf.data.AUTOTUNE,
                 deterministic=True,
             )
@@ -326,7 +324,7 @@ def word2vec_examples(
 
     epochs_dataset = tf.data.Dataset.range(first_epoch, first_epoch + epochs)
     epoch_fn = make_epoch if examples_per_batch is None else make_fixed_epoch
-    return epochs_dataset.flat_map(plain_graph(epoch_fn)).prefetch(tf.data.AUTOTUNE)
+    return epochs_dataset.flat_map(graph_code(epoch_fn)).prefetch(tf.data.AUTOTUNE)
 
 
 def split_examples(features, size):
