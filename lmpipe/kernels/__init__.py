@@ -1,13 +1,14 @@
 """lmpipe's own TensorFlow kernels, compiled for this machine on first use.
 
 A kernel is C++ source shipped in this package. `load_kernel` compiles it with the C++
-compiler (`$CXX`, else `c++` or `g++`) against the installed TensorFlow's headers, keeps the
-library in a cache directory (`$LMPIPE_KERNEL_CACHE`, else `$XDG_CACHE_HOME/lmpipe/kernels`,
-else `~/.cache/lmpipe/kernels`) under a name that changes with the sources, TensorFlow, the
-compiler and the CPU's instruction sets, and loads it with `tf.load_op_library`. The first
-use on a machine takes a few seconds; later ones load the cached library. Where there is no
-compiler, or compiling fails, it raises `KernelUnavailableError` with the reason, and the callers
-use their TensorFlow-ops equivalent.
+compiler (`$CXX`, else `c++`, `g++` or `clang++`) against the installed TensorFlow's
+headers, keeps the library in a cache directory (`$LMPIPE_KERNEL_CACHE`, else
+`$XDG_CACHE_HOME/lmpipe/kernels`, else `~/.cache/lmpipe/kernels`) under a name that changes
+with the sources, TensorFlow, the compiler and the CPU's instruction sets, and loads it with
+`tf.load_op_library`. The first use on a machine takes a few seconds; later ones load the
+cached library. Where there is no compiler, or compiling fails, it raises
+`KernelUnavailableError` with the reason, and the callers use their TensorFlow-ops
+equivalent.
 
 The loops are compiled apart from TensorFlow's headers (`*_loop.cc`, with `-march=native`:
 the vector instructions of this CPU) from the op's registration (with TensorFlow's flags only:
