@@ -56,15 +56,16 @@ def compiler():
     return None
 
 
-def _cpu_flags():
+def cpu_flags():
+    """The CPU's feature flags from /proc/cpuinfo (Linux), an empty set where unreadable."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as file:
             for line in file:
                 if line.startswith("flags"):
-                    return line
+                    return frozenset(line.split(":", 1)[1].split())
     except OSError:
         pass
-    return platform.processor() + platform.machine()
+    return frozenset()
 
 
 def _run(command):
@@ -105,7 +106,8 @@ def _build_and_load(name):
     link_flags = tuple(tf.sysconfig.get_link_flags())
     key = hashlib.sha256()
     version = _run([cxx, "--version"]).splitlines()[0] if shutil.which(cxx) else cxx
-    for part in (tf.__version__, version, _cpu_flags(), compile_flags, link_flags, LOOP_FLAGS):
+    machine = sorted(cpu_flags()) or platform.processor() + platform.machine()
+    for part in (tf.__version__, version, machine, compile_flags, link_flags, LOOP_FLAGS):
         key.update(repr(part).encode())
     for source in op_sources + loop_sources + headers:
         with open(os.path.join(KERNEL_DIRECTORY, source), "rb") as file:

@@ -10,6 +10,7 @@ import keras
 import tensorflow as tf
 
 from lmpipe.arguments import check_number
+from lmpipe.kernels import cpu_flags as _cpu_flags
 from lmpipe.layers.initializers import seeded
 from lmpipe.pipelines.checkpointing import (
     CheckpointCallback,
@@ -31,18 +32,6 @@ MIXED_PRECISION = (None, "float32", "mixed_bfloat16", "mixed_float16", "auto")
 # CPU features with bfloat16 arithmetic in hardware (/proc/cpuinfo's names), where oneDNN runs
 # bfloat16 matmuls at about twice the float32 rate; elsewhere bfloat16 is emulated, slower.
 BFLOAT16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
-
-
-def _cpu_flags():
-    """The CPU's feature flags from /proc/cpuinfo (Linux), an empty set where unreadable."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as file:
-            for line in file:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
 
 
 def automatic_precision():
