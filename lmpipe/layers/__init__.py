@@ -3,6 +3,7 @@
 from lmpipe.layers.attention_mask import attention_mask
 from lmpipe.layers.bert_embedding import BertEmbedding
 from lmpipe.layers.classification_head import ClassificationHead
+from lmpipe.layers.dropout import Dropout
 from lmpipe.layers.masked_lm_head import MaskedLMHead
 from lmpipe.layers.multi_head_attention import MultiHeadAttention
 from lmpipe.layers.position_embedding import PositionEmbedding
@@ -24,6 +25,7 @@ from lmpipe.layers.word2vec_embedding import Word2VecEmbedding
 __all__ = [
     "BertEmbedding",
     "ClassificationHead",
+    "Dropout",
     "MaskedLMHead",
     "MultiHeadAttention",
     "PositionEmbedding",

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from lmpipe.arguments import check_dropout, check_positive_int
+from lmpipe.layers.dropout import Dropout
 from lmpipe.layers.initializers import bert_initializer, clone_initializer
 from lmpipe.layers.position_embedding import PositionEmbedding
 
@@ -97,7 +98,7 @@ class BertEmbedding(keras.layers.Layer):
         self.layer_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm"
         )
-        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.dropout_layer = Dropout(dropout, dtype=self.dtype_policy)
         self.projection = None
         if embedding_dim is not None and embedding_dim != hidden_dim:
             self.projection = keras.layers.Dense(

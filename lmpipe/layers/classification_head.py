@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from lmpipe.arguments import check_dropout, check_number, check_positive_int
+from lmpipe.layers.dropout import Dropout
 from lmpipe.layers.initializers import bert_initializer, clone_initializer
 
 
@@ -106,7 +107,7 @@ class ClassificationHead(keras.layers.Layer):
             )
             self.pooler_dense.build(pooled_shape)
             pooled_shape = (inputs_shape[0], self.pooler_dim)
-        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.dropout_layer = Dropout(self.dropout, dtype=self.dtype_policy)
         self.output_dense = keras.layers.Dense(
             self.num_classes, name="output_dense", **dense_arguments()
         )

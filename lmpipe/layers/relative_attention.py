@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from lmpipe.arguments import check_dropout, check_positive_int
+from lmpipe.layers.dropout import Dropout
 from lmpipe.layers.initializers import bert_initializer, clone_initializer
 
 # Logit of a hidden key: low enough to vanish after softmax, finite so that sums stay finite.
@@ -139,7 +140,7 @@ class RelativeAttention(keras.layers.Layer):
         self.position_bias = kernel("position_bias", heads, self.bias_initializer)  # v
         self.segment_bias = kernel("segment_bias", heads, self.bias_initializer)  # b_s
         self.segment_embedding = kernel("segment_embedding", (2, *heads), self.bias_initializer)
-        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.dropout_layer = Dropout(self.dropout, dtype=self.dtype_policy)
         self.built = True
 
     def compute_context_heads(self, value, position_encoding, memory=None):

@@ -7,6 +7,7 @@ from keras import ops
 
 from lmpipe.arguments import check_dropout, check_window
 from lmpipe.layers.attention_mask import attention_mask as build_attention_mask
+from lmpipe.layers.dropout import Dropout
 
 
 @keras.saving.register_keras_serializable(package="lmpipe")
@@ -55,7 +56,7 @@ class ScaledDotProductAttention(keras.layers.Layer):
         check_window(window)
         self.dropout = dropout
         self.window = window
-        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.dropout_layer = Dropout(dropout, dtype=self.dtype_policy)
 
     def call(
         self,

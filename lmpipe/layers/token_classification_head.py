@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from lmpipe.arguments import check_dropout, check_positive_int
+from lmpipe.layers.dropout import Dropout
 from lmpipe.layers.initializers import bert_initializer, clone_initializer
 
 
@@ -53,7 +54,7 @@ class TokenClassificationHead(keras.layers.Layer):
         self.bias_initializer = keras.initializers.get(bias_initializer)
 
     def build(self, sequence_output_shape):
-        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.dropout_layer = Dropout(self.dropout, dtype=self.dtype_policy)
         self.output_dense = keras.layers.Dense(
             self.num_classes,
             kernel_initializer=clone_initializer(self.kernel_initializer),

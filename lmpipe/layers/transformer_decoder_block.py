@@ -7,6 +7,7 @@ from keras import ops
 
 from lmpipe.arguments import check_dropout, check_number, check_positive_int, check_window
 from lmpipe.layers.activations import get_activation
+from lmpipe.layers.dropout import Dropout
 from lmpipe.layers.initializers import bert_initializer, clone_initializer
 from lmpipe.layers.multi_head_attention import MultiHeadAttention
 
@@ -197,7 +198,7 @@ class TransformerDecoderBlock(keras.layers.Layer):
         )
         self.output_dense.build(tuple(decoder_sequence_shape[:-1]) + (self.intermediate_dim,))
         self.output_layer_norm = layer_norm("output_layer_norm")
-        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.dropout_layer = Dropout(self.dropout, dtype=self.dtype_policy)
         self.built = True
 
     def initial_cache(self, batch_size, max_length):

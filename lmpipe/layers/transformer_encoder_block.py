@@ -4,6 +4,7 @@ import keras
 
 from lmpipe.arguments import check_dropout, check_positive_int, check_window
 from lmpipe.layers.activations import get_activation
+from lmpipe.layers.dropout import Dropout
 from lmpipe.layers.initializers import bert_initializer, clone_initializer
 from lmpipe.layers.multi_head_attention import MultiHeadAttention
 
@@ -128,7 +129,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
             epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="output_layer_norm"
         )
         self.output_layer_norm.build(inputs_shape)
-        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.dropout_layer = Dropout(self.dropout, dtype=self.dtype_policy)
         self.built = True
 
     def call(

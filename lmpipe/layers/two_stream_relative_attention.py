@@ -5,6 +5,7 @@ from keras import ops
 
 from lmpipe.arguments import check_dropout, check_positive_int
 from lmpipe.layers.activations import get_activation
+from lmpipe.layers.dropout import Dropout
 from lmpipe.layers.initializers import bert_initializer, clone_initializer
 from lmpipe.layers.relative_attention import RelativeAttention
 
@@ -147,7 +148,7 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
         self.output_dense = dense(hidden_dim, "output_dense")
         self.output_dense.build(tuple(content_shape[:-1]) + (self.intermediate_dim,))
         self.output_layer_norm = layer_norm("output_layer_norm")
-        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.dropout_layer = Dropout(self.dropout, dtype=self.dtype_policy)
         self.built = True
 
     def _masks(self, content, padding_mask, perm_mask):

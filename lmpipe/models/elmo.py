@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from lmpipe.arguments import check_positive_integers, check_rates
+from lmpipe.layers.dropout import Dropout
 from lmpipe.layers.initializers import bert_initializer
 from lmpipe.models.losses import masked_cross_entropy
 from lmpipe.models.trainable import FunctionalTrainableModel
@@ -145,7 +146,7 @@ class ElmoLanguageModel(FunctionalTrainableModel):
             embeddings_initializer=bert_initializer(),
             name="token_embedding",
         )
-        dropout = keras.layers.Dropout(config.dropout, name="dropout")
+        dropout = Dropout(config.dropout, name="dropout")
 
         def direction(name):
             layers = []

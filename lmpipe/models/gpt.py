@@ -12,6 +12,7 @@ from lmpipe.arguments import (
     check_positive_numbers,
     check_rates,
 )
+from lmpipe.layers.dropout import Dropout
 from lmpipe.layers.initializers import bert_initializer
 from lmpipe.layers.transformer_decoder_block import TransformerDecoderBlock
 from lmpipe.models.losses import masked_cross_entropy
@@ -154,7 +155,7 @@ class GptCausalLM(FunctionalTrainableModel):
             embeddings_initializer=bert_initializer(config.initializer_range),
             name="position_embedding",
         )
-        embedding_dropout = keras.layers.Dropout(config.dropout, name="embedding_dropout")
+        embedding_dropout = Dropout(config.dropout, name="embedding_dropout")
         blocks = [
             TransformerDecoderBlock(
                 config.num_heads,

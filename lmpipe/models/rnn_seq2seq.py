@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from lmpipe.arguments import check_positive_integers, check_rates
+from lmpipe.layers.dropout import Dropout
 from lmpipe.layers.rnn_attention import SCORES
 from lmpipe.layers.rnn_decoder import FORMS, RnnDecoder
 from lmpipe.layers.rnn_encoder import CELLS, RnnEncoder
@@ -179,7 +180,7 @@ class RnnSeq2Seq(Seq2SeqModel):
             self.target_vocabulary_size, name="output_projection"
         )
         self.output_projection.build((None, None, self.decoder.output_size))
-        self.dropout = keras.layers.Dropout(config.dropout, name="dropout")
+        self.dropout = Dropout(config.dropout, name="dropout")
         self.built = True
 
     def _source(self, encoder_ids, encoder_mask, training=None):

@@ -12,6 +12,7 @@ from lmpipe.arguments import (
     check_positive_numbers,
     check_rates,
 )
+from lmpipe.layers.dropout import Dropout
 from lmpipe.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
 from lmpipe.layers.transformer_decoder_block import TransformerDecoderBlock
 from lmpipe.layers.transformer_encoder_block import TransformerEncoderBlock
@@ -173,7 +174,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
             )
             self.source_embedding.build((None, None))
         self.position_encoding = SinusoidalPositionEncoding(name="position_encoding")
-        self.embedding_dropout = keras.layers.Dropout(config.dropout, name="embedding_dropout")
+        self.embedding_dropout = Dropout(config.dropout, name="embedding_dropout")
         block_arguments = dict(
             num_heads=config.num_heads,
             intermediate_dim=config.intermediate_dim,

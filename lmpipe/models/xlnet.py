@@ -13,6 +13,7 @@ from lmpipe.arguments import (
     check_positive_numbers,
     check_rates,
 )
+from lmpipe.layers.dropout import Dropout
 from lmpipe.layers.initializers import clone_initializer
 from lmpipe.layers.relative_position_encoding import RelativePositionEncoding
 from lmpipe.layers.two_stream_relative_attention import TwoStreamRelativeAttention
@@ -135,7 +136,7 @@ def _wire(layers, config, two_stream, mem_len, reuse_len, bi_data=False):
         inputs["memory_mask"] = keras.Input(shape=(None,), dtype="int32", name="memory_mask")
         memories = [inputs["memory"][:, index] for index in range(config.num_layers)]
         memory_mask = inputs["memory_mask"]
-    dropout = keras.layers.Dropout(config.dropout)
+    dropout = Dropout(config.dropout)
 
     content = dropout(layers["word_embedding"](inputs["token_ids"]))  # [B, S, H]
     query = None

@@ -7,8 +7,10 @@ import sys
 
 import keras
 import numpy as np
+import pytest
+import tensorflow as tf
 
-from lmpipe.models.losses import masked_cross_entropy, masked_mean
+from lmpipe.models.losses import masked_cross_entropy, masked_mean, sparse_cross_entropy
 
 RNG = np.random.default_rng(0)
 LOGITS = RNG.normal(size=(4, 5, 7)).astype("float32")
@@ -47,6 +49,7 @@ def test_the_tracker_can_report_another_quantity_than_the_loss():
 
 REPLICAS_SCRIPT = """
 import numpy as np
+import pytest
 import tensorflow as tf
 
 cpu = tf.config.list_physical_devices("CPU")[0]
@@ -91,3 +94,36 @@ def test_replica_losses_add_up_to_the_global_masked_mean():
         timeout=300,
     )
     assert result.returncode == 0 and "OK" in result.stdout, result.stderr[-3000:]
+
+
+def test_sparse_cross_entropy_and_its_gradient_match_tensorflows_fused_op():
+    rng = np.random.default_rng(1)
+    logits = tf.constant(rng.normal(scale=4.0, size=(3, 6, 50)).astype("float32"))
+    # Far apart logits: the target's probability underflows float32 (exp(-300)), the loss not.
+    logits = tf.tensor_scatter_nd_update(logits, [[0, 0, 0], [0, 1, 7]], [300.0, -300.0])
+    targets = tf.constant(rng.integers(0, 50, size=(3, 6)), tf.int32)
+    targets = tf.tensor_scatter_nd_update(targets, [[0, 0], [0, 1]], [3, 7])
+    upstream = tf.constant(rng.uniform(size=(3, 6)).astype("float32"))
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(logits)
+        ours = sparse_cross_entropy(targets, logits)
+        fused = tf.nn.sparse_softmax_cross_entropy_with_logits(targets, logits)
+        ours_total = tf.reduce_sum(ours * upstream)
+        fused_total = tf.reduce_sum(fused * upstream)
+    np.testing.assert_allclose(ours, fused, rtol=1e-5, atol=1e-5)
+    assert float(ours[0, 0]) > 290 and float(ours[0, 1]) > 290  # finite, about 300 + log terms
+    np.testing.assert_allclose(
+        tape.gradient(ours_total, logits), tape.gradient(fused_total, logits), atol=1e-6
+    )
+    # 16-bit logits are computed in float32 and the gradient comes back in their dtype.
+    half = tf.cast(logits, "bfloat16")
+    with tf.GradientTape() as tape:
+        tape.watch(half)
+        total = tf.reduce_sum(sparse_cross_entropy(targets, half))
+    assert tape.gradient(total, half).dtype == tf.bfloat16
+
+
+def test_sparse_cross_entropy_refuses_targets_outside_the_vocabulary():
+    logits = tf.zeros((2, 5))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="not in"):
+        sparse_cross_entropy(tf.constant([1, 5]), logits)

@@ -1,0 +1,65 @@
+"""lmpipe's Dropout: Keras' contract (rate, scale, identity at inference) with a cheaper mask."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from lmpipe.layers import Dropout
+
+
+@pytest.mark.parametrize("rate", [0.1, 0.5, 1e-4])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_dropout_drops_at_the_rate_and_scales_the_rest(rate, dtype):
+    layer = Dropout(rate, seed=3, dtype=dtype)
+    x = tf.ones((1001, 999), dtype)  # an odd number of elements: the last word's half unused
+    y = np.array(tf.cast(layer(x, training=True), "float32"))
+    dropped = float((y == 0).mean())
+    # Within 5 binomial standard deviations of the rate.
+    assert abs(dropped - rate) < 5 * np.sqrt(rate * (1 - rate) / y.size), dropped
+    scale = float(tf.cast(tf.cast(1 / (1 - rate), dtype), "float32"))
+    np.testing.assert_array_equal(np.unique(y), [0.0, scale])
+    assert layer(x).dtype == x.dtype
+    np.testing.assert_array_equal(layer(x), x)  # not training
+
+
+def test_dropout_masks_follow_the_seed():
+    x = tf.ones((64, 64))
+    first, second = Dropout(0.3, seed=7), Dropout(0.3, seed=7)
+    a, b = first(x, training=True), second(x, training=True)
+    np.testing.assert_array_equal(a, b)  # the same seed, the same mask
+    assert not np.array_equal(a, first(x, training=True))  # the next call draws anew
+    assert not np.array_equal(a, Dropout(0.3, seed=8)(x, training=True))
+    # Masks of neighbouring elements are independent: both halves of a 32-bit word are used.
+    kept = np.array(a).ravel() != 0
+    pairs = np.stack([kept[0::2], kept[1::2]], -1)
+    both_dropped = float(np.mean(~pairs[:, 0] & ~pairs[:, 1]))
+    assert abs(both_dropped - 0.09) < 0.02
+
+
+def test_dropout_gradient_is_the_mask_and_it_compiles_with_xla():
+    layer = Dropout(0.25, seed=1)
+    x = tf.random.normal((8, 33))
+
+    @tf.function(jit_compile=True)
+    def forward_and_gradient(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = layer(x, training=True)
+            total = tf.reduce_sum(y)
+        return y, tape.gradient(total, x)
+
+    y, gradient = forward_and_gradient(x)
+    mask = np.where(np.array(y) == 0, 0.0, 1 / 0.75)
+    np.testing.assert_allclose(gradient, mask, rtol=1e-6)
+    np.testing.assert_allclose(y, np.array(x) * mask, rtol=1e-6)
+
+
+def test_dropout_config_round_trip_and_noise_shape():
+    layer = Dropout(0.2, noise_shape=(None, 1), seed=4)
+    restored = keras.layers.deserialize(keras.layers.serialize(layer))
+    assert type(restored) is Dropout
+    assert (restored.rate, restored.noise_shape, restored.seed) == (0.2, (None, 1), 4)
+    # A noise_shape goes through Keras' dropout: whole rows kept or dropped.
+    y = np.array(restored(tf.ones((100, 5)), training=True))
+    assert all(len(set(row)) == 1 for row in y.tolist())
