@@ -4,6 +4,7 @@ from lmpipe.layers.attention_mask import attention_mask
 from lmpipe.layers.bert_embedding import BertEmbedding
 from lmpipe.layers.classification_head import ClassificationHead
 from lmpipe.layers.dropout import Dropout
+from lmpipe.layers.layer_normalization import LayerNormalization
 from lmpipe.layers.masked_lm_head import MaskedLMHead
 from lmpipe.layers.multi_head_attention import MultiHeadAttention
 from lmpipe.layers.position_embedding import PositionEmbedding
@@ -26,6 +27,7 @@ __all__ = [
     "BertEmbedding",
     "ClassificationHead",
     "Dropout",
+    "LayerNormalization",
     "MaskedLMHead",
     "MultiHeadAttention",
     "PositionEmbedding",

@@ -6,6 +6,7 @@ from keras import ops
 from lmpipe.arguments import check_dropout, check_positive_int
 from lmpipe.layers.dropout import Dropout
 from lmpipe.layers.initializers import bert_initializer, clone_initializer
+from lmpipe.layers.layer_normalization import LayerNormalization
 from lmpipe.layers.position_embedding import PositionEmbedding
 
 
@@ -95,7 +96,7 @@ class BertEmbedding(keras.layers.Layer):
             dtype=self.dtype_policy,
             name="position_embedding",
         )
-        self.layer_norm = keras.layers.LayerNormalization(
+        self.layer_norm = LayerNormalization(
             epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm"
         )
         self.dropout_layer = Dropout(dropout, dtype=self.dtype_policy)

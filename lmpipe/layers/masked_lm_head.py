@@ -7,6 +7,7 @@ from keras import ops
 from lmpipe.arguments import check_positive_int
 from lmpipe.layers.activations import get_activation
 from lmpipe.layers.initializers import bert_initializer, clone_initializer
+from lmpipe.layers.layer_normalization import LayerNormalization
 
 
 @keras.saving.register_keras_serializable(package="lmpipe")
@@ -105,7 +106,7 @@ class MaskedLMHead(keras.layers.Layer):
             name="transform_dense",
         )
         self.transform_dense.build(gathered_shape)
-        self.transform_layer_norm = keras.layers.LayerNormalization(
+        self.transform_layer_norm = LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="transform_layer_norm"
         )
         self.transform_layer_norm.build(gathered_shape[:-1] + (embedding_dim,))

@@ -9,6 +9,7 @@ from lmpipe.arguments import check_dropout, check_number, check_positive_int, ch
 from lmpipe.layers.activations import get_activation
 from lmpipe.layers.dropout import Dropout
 from lmpipe.layers.initializers import bert_initializer, clone_initializer
+from lmpipe.layers.layer_normalization import LayerNormalization
 from lmpipe.layers.multi_head_attention import MultiHeadAttention
 
 
@@ -155,7 +156,7 @@ class TransformerDecoderBlock(keras.layers.Layer):
             }
 
         def layer_norm(name):
-            norm = keras.layers.LayerNormalization(
+            norm = LayerNormalization(
                 epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
             )
             norm.build(decoder_sequence_shape)

@@ -6,6 +6,7 @@ from lmpipe.arguments import check_dropout, check_positive_int, check_window
 from lmpipe.layers.activations import get_activation
 from lmpipe.layers.dropout import Dropout
 from lmpipe.layers.initializers import bert_initializer, clone_initializer
+from lmpipe.layers.layer_normalization import LayerNormalization
 from lmpipe.layers.multi_head_attention import MultiHeadAttention
 
 
@@ -112,7 +113,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
             **dense_arguments(),
         )
         self.self_attention.build(inputs_shape)
-        self.attention_layer_norm = keras.layers.LayerNormalization(
+        self.attention_layer_norm = LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="attention_layer_norm"
         )
         self.attention_layer_norm.build(inputs_shape)
@@ -125,7 +126,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
         self.intermediate_dense.build(inputs_shape)
         self.output_dense = keras.layers.Dense(hidden_dim, name="output_dense", **dense_arguments())
         self.output_dense.build(tuple(inputs_shape[:-1]) + (self.intermediate_dim,))
-        self.output_layer_norm = keras.layers.LayerNormalization(
+        self.output_layer_norm = LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="output_layer_norm"
         )
         self.output_layer_norm.build(inputs_shape)

@@ -7,6 +7,7 @@ from lmpipe.arguments import check_dropout, check_positive_int
 from lmpipe.layers.activations import get_activation
 from lmpipe.layers.dropout import Dropout
 from lmpipe.layers.initializers import bert_initializer, clone_initializer
+from lmpipe.layers.layer_normalization import LayerNormalization
 from lmpipe.layers.relative_attention import RelativeAttention
 
 
@@ -124,7 +125,7 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
         self.attention.build(content_shape)
 
         def layer_norm(name):
-            norm = keras.layers.LayerNormalization(
+            norm = LayerNormalization(
                 epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
             )
             norm.build(content_shape)

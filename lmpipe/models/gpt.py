@@ -14,6 +14,7 @@ from lmpipe.arguments import (
 )
 from lmpipe.layers.dropout import Dropout
 from lmpipe.layers.initializers import bert_initializer
+from lmpipe.layers.layer_normalization import LayerNormalization
 from lmpipe.layers.transformer_decoder_block import TransformerDecoderBlock
 from lmpipe.models.losses import masked_cross_entropy
 from lmpipe.models.trainable import FunctionalTrainableModel
@@ -175,7 +176,7 @@ class GptCausalLM(FunctionalTrainableModel):
             )
             for index in range(config.num_layers)
         ]
-        final_layer_norm = keras.layers.LayerNormalization(
+        final_layer_norm = LayerNormalization(
             epsilon=config.layer_norm_epsilon, name="final_layer_norm"
         )
 
