@@ -544,6 +544,7 @@ def _fill_mask_examples(pipe, corpus, examples=3):
 
 
 def _pretrain_word2vec(arguments, strategy):
+    from lmpipe.kernels import KernelUnavailableError
     from lmpipe.pipelines import Word2Vec
 
     names = ("method", "vector_size", "window", "min_count", "negative", "update")
@@ -558,8 +559,12 @@ def _pretrain_word2vec(arguments, strategy):
 
             per_replica_batch_size(strategy, arguments.batch_size)
         pipe = Word2Vec(seed=arguments.seed, lower_case=not arguments.cased, **options)
-    except ValueError as error:
-        raise SystemExit(f"error: {_as_flags(str(error))}") from None
+        if arguments.update == "sequential":  # refused here rather than after the corpus
+            pipe.sequential_update(strategy)
+    except (ValueError, KernelUnavailableError) as error:
+        message = str(error).replace("Word2Vec(update='sequential')", "--update sequential")
+        message = message.replace("update='batched' (or 'auto')", "--update batched (or auto)")
+        raise SystemExit(f"error: {_as_flags(message)}") from None
     corpus = _corpus(arguments.corpus, arguments.format, arguments.max_line_bytes)
     print(corpus.describe() if hasattr(corpus, "describe") else corpus)
     history = pipe.fit(

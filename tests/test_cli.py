@@ -423,6 +423,11 @@ def test_pretrain_word2vec_saves_evaluates_exports_and_predicts(tmp_path, capsys
         ("word2vec", ["--window", "0"], "--window must be a positive integer"),
         ("word2vec", ["--method", "glove"], "--method must be one of"),
         ("word2vec", ["--update", "hogwild"], "--update must be one of"),
+        (
+            "word2vec",
+            ["--update", "sequential", "--strategy", "mirrored"],
+            r"--update sequential runs on one device.*MirroredStrategy: use --update batched",
+        ),
         ("word2vec", ["--epochs", "0"], "--epochs must be positive"),
         ("word2vec", ["--accumulation-steps", "2"], "--accumulation-steps is not for word2vec"),
         ("bert", ["--vector-size", "8"], "--vector-size is for word2vec"),

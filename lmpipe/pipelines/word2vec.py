@@ -260,6 +260,8 @@ class Word2Vec(Pipeline):
         verbose = options.get("verbose", True)
         corpus = as_corpus(corpus)
         strategy = distribution_strategy(strategy)
+        # Before the corpus is read: update='sequential' may not run here at all.
+        sequential = self.sequential_update(strategy)
         settings = self.options
         vocabulary = Word2VecVocabulary.learn(corpus, settings.min_count, settings.lower_case)
         if len(vocabulary) < 2:
@@ -269,7 +271,6 @@ class Word2Vec(Pipeline):
             )
         self.vocabulary = vocabulary
         self.batch_size = examples_per_batch
-        sequential = self._sequential_update(strategy)
         self.update = "sequential" if sequential else "batched"
         # Sentences are turned into examples about 16 steps' worth at a time: fewer, larger
         # tf.data calls cost less per word. Skip-gram makes about window + 1 examples per
@@ -395,8 +396,12 @@ class Word2Vec(Pipeline):
             strategy, (tf.distribute.MirroredStrategy, tf.distribute.MultiWorkerMirroredStrategy)
         )
 
-    def _sequential_update(self, strategy):
-        """Whether `fit` updates example by example (see `Word2VecOptions.update`)."""
+    def sequential_update(self, strategy=None):
+        """Whether `fit` under `strategy` (None: the current one) updates example by example
+        (see `Word2VecOptions.update`). update='sequential' under a distribution strategy is a
+        ValueError, and where the kernel cannot be built a `KernelUnavailableError` saying
+        why; 'auto' falls back to the batched update there, with a RuntimeWarning."""
+        strategy = tf.distribute.get_strategy() if strategy is None else strategy
         update = self.options.update
         if update == "batched":
             return False
