@@ -52,12 +52,13 @@ def training_batches(pipe, corpus):
 def assert_same_update(whole, accumulated, atol):
     """The weights after the updates agree to `atol` (float rounding: the micro-batches sum
     in another order; a mean of micro-batch means misses by about 0.09 in the test below),
-    and so do the logged losses and metrics."""
+    and so do the logged losses and metrics, relatively, to 1e-5 or `atol` if larger (float16
+    computation: 2.3e-5 apart with oneDNN off, as on AVX2 CPUs)."""
     (weights, history), (other_weights, other_history) = whole, accumulated
     for weight, other in zip(weights, other_weights, strict=True):
         np.testing.assert_allclose(other, weight, rtol=0, atol=atol)
     for name, values in history.items():
-        np.testing.assert_allclose(other_history[name], values, rtol=1e-5)
+        np.testing.assert_allclose(other_history[name], values, rtol=max(1e-5, atol))
 
 
 def test_micro_batches_give_the_gradient_of_the_whole_batch_with_exact_mlm_denominators(
