@@ -117,6 +117,7 @@ def sparse_cross_entropy(targets, logits):
     probability, `p_max = exp(z_max - z_max) / sum exp(z - z_max)`, which is at least `1 / V`
     and never underflows: `loss = (z_max - z_target) - log p_max`.
 
+    Targets of shape `[..., 1]` against logits `[..., V]` are read as `[...]`, as Keras does.
     A target outside `[0, V)` is an error on the CPU (the gather's) and a NaN loss elsewhere.
 
     >>> logits = ops.convert_to_tensor([[2.0, 0.0], [0.0, 200.0]])
@@ -125,6 +126,8 @@ def sparse_cross_entropy(targets, logits):
     """
     logits = tf.cast(logits, "float32")
     targets = tf.cast(targets, "int32")
+    if targets.shape.rank == logits.shape.rank and targets.shape[-1] == 1:
+        targets = tf.squeeze(targets, -1)
     return _sparse_cross_entropy(logits, targets)
 
 

@@ -121,6 +121,8 @@ def test_sparse_cross_entropy_and_its_gradient_match_tensorflows_fused_op():
         tape.watch(half)
         total = tf.reduce_sum(sparse_cross_entropy(targets, half))
     assert tape.gradient(total, half).dtype == tf.bfloat16
+    # Targets with a trailing axis of 1, as Keras accepts them.
+    np.testing.assert_allclose(sparse_cross_entropy(targets[..., None], logits), ours)
 
 
 def test_sparse_cross_entropy_refuses_targets_outside_the_vocabulary():
