@@ -139,7 +139,7 @@ def test_seq2seq_optimizer_warms_up_the_transformer_and_keeps_rnns_constant():
 
 @pytest.mark.parametrize("kind", ["adam", "adamw"])
 def test_fused_adam_follows_keras_adam_step_by_step(kind):
-    """The fused update against Keras' own, with the same schedule, clipping and decay: dense
+    """The fused update against Keras' own, with the same clipping (and decay): dense
     gradients through the fused kernel, an embedding's sparse gradient through Keras'."""
     rng = np.random.default_rng(0)
     arguments = dict(learning_rate=1e-2, beta_1=0.9, beta_2=0.98, epsilon=1e-7, global_clipnorm=1.0)
