@@ -1,16 +1,12 @@
 """The one training loss: the masked mean over the global batch, and its trackers."""
 
-import os
-import pathlib
-import subprocess
-import sys
-
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from lmpipe.models.losses import masked_cross_entropy, masked_mean, sparse_cross_entropy
+from tests.fresh_process import run_script
 
 RNG = np.random.default_rng(0)
 LOGITS = RNG.normal(size=(4, 5, 7)).astype("float32")
@@ -83,17 +79,7 @@ print("OK")
 
 
 def test_replica_losses_add_up_to_the_global_masked_mean():
-    root = pathlib.Path(__file__).resolve().parents[2]
-    environment = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="3")
-    result = subprocess.run(
-        [sys.executable, "-c", REPLICAS_SCRIPT],
-        cwd=root,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0 and "OK" in result.stdout, result.stderr[-3000:]
+    run_script(REPLICAS_SCRIPT)
 
 
 def test_sparse_cross_entropy_and_its_gradient_match_tensorflows_fused_op():

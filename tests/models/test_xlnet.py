@@ -8,6 +8,7 @@ import tensorflow as tf
 from lmpipe.models.bert import count_parameters
 from lmpipe.models.xlnet import XLNetConfig, xlnet, xlnet_content_stream
 from lmpipe.models.xlnet_pretrainer import XLNetPretrainer
+from tests.fresh_process import run_script
 
 FIXTURE = pathlib.Path(__file__).parent / "fixtures" / "xlnet_reference.npz"
 BI_DATA_FIXTURE = FIXTURE.with_name("xlnet_bi_data_reference.npz")
@@ -579,18 +580,4 @@ print("OK")
 
 @pytest.mark.slow
 def test_each_replica_keeps_its_own_memory_under_mirrored_strategy():
-    import os
-    import subprocess
-    import sys
-
-    root = pathlib.Path(__file__).resolve().parents[2]
-    environment = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="3")
-    result = subprocess.run(
-        [sys.executable, "-c", MIRRORED_SCRIPT],
-        cwd=root,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0 and "OK" in result.stdout, result.stderr[-3000:]
+    run_script(MIRRORED_SCRIPT, timeout=600)

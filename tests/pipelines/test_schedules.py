@@ -1,8 +1,3 @@
-import os
-import pathlib
-import subprocess
-import sys
-
 import keras
 import numpy as np
 import pytest
@@ -16,6 +11,7 @@ from lmpipe.pipelines.schedules import (
     adamw,
     seq2seq_optimizer,
 )
+from tests.fresh_process import run_script
 
 
 def paper_learning_rate(step_num, d_model, warmup, factor=1.0):
@@ -199,14 +195,4 @@ print("OK")
 
 
 def test_fused_adam_updates_mirrored_variables_on_every_replica():
-    root = pathlib.Path(__file__).resolve().parents[2]
-    environment = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="3")
-    result = subprocess.run(
-        [sys.executable, "-c", MIRRORED_SCRIPT],
-        cwd=root,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0 and "OK" in result.stdout, result.stderr[-3000:]
+    run_script(MIRRORED_SCRIPT)

@@ -1,0 +1,24 @@
+"""Scripts run in a fresh Python process: TensorFlow's logical devices (two CPUs for a
+MirroredStrategy) can only be set before TensorFlow starts, so such tests run there."""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def run_script(script, timeout=300):
+    """Run `script` with `python -c` from the repository root; assert that it exits with 0 and
+    prints "OK" (its stderr's end in the message otherwise)."""
+    environment = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert result.returncode == 0 and "OK" in result.stdout, result.stderr[-3000:]
