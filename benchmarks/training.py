@@ -12,6 +12,8 @@ token embedding), dropout 0.1, float32. Both have 11,169,082 parameters (lmpipe'
 - keras-hub: `BertMaskedLM(backbone=BertBackbone(same sizes), preprocessor=None)` compiled
   with its own defaults (sparse categorical cross-entropy from logits, weighted accuracy) but
   the same AdamW.
+- lmpipe's "mlm" model once more with plain Adam (`FusedAdam`, the same schedule, no weight
+  decay, no clipping): what AdamW's decay and the global-norm clipping cost on top of Adam.
 
 Data: real batches of `BertPretraining.dataset` on Shakespeare (`TextCorpus.shakespeare()`,
 bert-base-uncased WordPiece), made once and held in memory. keras-hub gets the "mlm" batches
@@ -64,7 +66,7 @@ from measure import Results, interleaved_seconds, print_machine, ratio_range  # 
 from lmpipe.datasets import TextCorpus, WordPieceTokenizer  # noqa: E402
 from lmpipe.models import BertConfig  # noqa: E402
 from lmpipe.pipelines import BertPretraining  # noqa: E402
-from lmpipe.pipelines.schedules import adamw  # noqa: E402
+from lmpipe.pipelines.schedules import FusedAdam, WarmupLinearDecay, adamw  # noqa: E402
 from lmpipe.pipelines.training import dtype_policy  # noqa: E402
 
 BATCH, LENGTH = 32, 128
@@ -94,11 +96,19 @@ def optimizer():
     )
 
 
-def lmpipe_model(pipe, jit_compile):
-    """`pipe.build_model()` compiled as `lmpipe.pipelines.training.train` compiles it."""
+def plain_adam():
+    """Adam with the same schedule, without weight decay and clipping."""
+    return FusedAdam(
+        learning_rate=WarmupLinearDecay(1e-4, 1_000, 10_000), beta_1=0.9, beta_2=0.999, epsilon=1e-6
+    )
+
+
+def lmpipe_model(pipe, jit_compile, make_optimizer=optimizer):
+    """`pipe.build_model()` compiled as `lmpipe.pipelines.training.train` compiles it (with
+    `make_optimizer()`'s optimizer)."""
     keras.utils.set_random_seed(0)
     model = pipe.build_model()
-    model.compile(optimizer=optimizer(), jit_compile=jit_compile)
+    model.compile(optimizer=make_optimizer(), jit_compile=jit_compile)
     model.optimizer.build(model.trainable_variables)
     return model
 
@@ -185,6 +195,7 @@ def main():
         "lmpipe BertPretrainer (mlm)": training_flops(vocabulary_size, predictions, False),
         "lmpipe BertPretrainer (nsp)": training_flops(vocabulary_size, predictions, True),
         "keras-hub BertMaskedLM": training_flops(vocabulary_size, predictions, False),
+        "lmpipe (mlm), plain Adam": training_flops(vocabulary_size, predictions, False),
     }
     matmul_shapes = {
         "matmul 1024x1024x1024": (1024, 1024, 1024),
@@ -208,9 +219,11 @@ def main():
                 "lmpipe BertPretrainer (mlm)": lmpipe_model(pipes["mlm"], jit_compile),
                 "lmpipe BertPretrainer (nsp)": lmpipe_model(pipes["nsp"], jit_compile),
                 "keras-hub BertMaskedLM": keras_hub_model(vocabulary_size, jit_compile),
+                "lmpipe (mlm), plain Adam": lmpipe_model(pipes["mlm"], jit_compile, plain_adam),
             }
         data = {
             "lmpipe BertPretrainer (mlm)": batches["mlm"],
+            "lmpipe (mlm), plain Adam": batches["mlm"],
             "lmpipe BertPretrainer (nsp)": batches["nsp"],
             "keras-hub BertMaskedLM": keras_hub_batches,
         }
@@ -259,6 +272,17 @@ def main():
                 mfu=flops[name] * BLOCK_STEPS / seconds[name] / peak,
                 keras_hub_mfu=flops["keras-hub BertMaskedLM"] * BLOCK_STEPS / reference / peak,
             )
+        plain = seconds["lmpipe (mlm), plain Adam"]
+        record.add(
+            f"train-step tokens/s, {precision}, {xla}, AdamW with weight decay and global-norm "
+            "clipping (lmpipe's default)",
+            plain / seconds["lmpipe BertPretrainer (mlm)"],
+            "lmpipe with plain Adam (no decay, no clipping)",
+            goal=">= 0.97x",
+            spread=ratio_range(
+                times["lmpipe (mlm), plain Adam"], times["lmpipe BertPretrainer (mlm)"]
+            ),
+        )
         del models, functions
         keras.backend.clear_session()
 

@@ -92,37 +92,146 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
         return {"d_model": self.d_model, "warmup_steps": self.warmup_steps, "factor": self.factor}
 
 
+# Variables of at least this many elements (a vocabulary's embedding table, a large model's
+# bigger matrices) take the XLA-compiled update with a weight decay or clipping: on a 2-core CPU
+# a 4M-element variable's update takes 3.0 ms there against 4.6 ms with TensorFlow's ops (scale,
+# decay, fused Adam); at 2^18 elements both take 0.4 ms, and smaller ones take the ops (no XLA
+# compilation for each new shape).
+XLA_UPDATE_MIN_SIZE = 2**20
+
+
 class _FusedAdamUpdate:
-    """Adam's update of a dense gradient as TensorFlow's fused kernel (`ResourceApplyAdam`:
-    both moments and the variable in one pass over memory) instead of Keras' seven elementwise
-    ops, each a pass of its own. The same formula as Keras' `Adam.update_step`:
+    """Adam's update of a dense gradient in one pass over memory instead of Keras' seven
+    elementwise ops, each a pass of its own, with the same formula as Keras' `Adam.update_step`:
 
         m += (g - m) (1 - beta_1);   v += (g^2 - v) (1 - beta_2)
         variable -= lr sqrt(1 - beta_2^t) / (1 - beta_1^t) * m / (sqrt(v) + epsilon)
 
-    A BERT-mini training step takes 3.5% less time with it on a 2-core CPU. Sparse gradients
-    (`tf.IndexedSlices`) and amsgrad go through Keras' update."""
+    TensorFlow's fused kernel (`ResourceApplyAdam`) does it. A decoupled weight decay
+    (`variable -= lr * weight_decay * variable`, before the update, as Keras' AdamW) and the
+    scale of global-norm clipping (on one replica) are a pass each in Keras; here they join the
+    update of each large variable in one XLA-compiled function (`_decayed_adam`, variables of
+    `XLA_UPDATE_MIN_SIZE` elements or more), the global norm itself staying a pass over every
+    gradient. On a 2-core CPU a BERT-mini train step takes 3.5% less time with the fused
+    kernel, and AdamW with clipping costs 1.1% more than plain Adam where Keras' costs 4%.
+
+    Sparse gradients (`tf.IndexedSlices`) go through Keras' update, clipped as Keras clips them
+    (which makes them dense: those take the fused path); amsgrad goes through Keras'
+    throughout."""
+
+    # The clipping scale of the gradients `apply` is updating with, from `_clip_gradients`
+    # (None: Keras clipped them, or no clipping).
+    _gradient_scale = None
+
+    def _clip_gradients(self, grads):
+        """Global-norm clipping on one replica: the scale here, applied in `update_step`.
+
+        Keras' own otherwise (clipping by each gradient's norm or value; several replicas,
+        where Keras clips each replica's gradients before they are summed)."""
+        self._gradient_scale = None
+        one_replica = tf.distribute.get_strategy().num_replicas_in_sync == 1
+        if self.amsgrad or not self.global_clipnorm or not one_replica:
+            return super()._clip_gradients(grads)
+        self._gradient_scale = _global_norm_scale(grads, self.global_clipnorm)
+        return grads
+
+    def _apply_weight_decay(self, variables):
+        """Keras' decay for amsgrad; otherwise `update_step` decays each variable it updates."""
+        if self.amsgrad:
+            super()._apply_weight_decay(variables)
 
     def update_step(self, gradient, variable, learning_rate):
-        if isinstance(gradient, tf.IndexedSlices) or self.amsgrad:
+        if self.amsgrad:
             return super().update_step(gradient, variable, learning_rate)
         dtype = variable.dtype
+        scale = self._gradient_scale
+        decay = None
+        if self.weight_decay is not None and self._use_weight_decay(variable):
+            decay = tf.cast(learning_rate, dtype) * tf.cast(self.weight_decay, dtype)
+        if isinstance(gradient, tf.IndexedSlices):
+            if scale is None:
+                if decay is not None:
+                    _tf_variable(variable).assign_sub(_tf_variable(variable) * decay)
+                return super().update_step(gradient, variable, learning_rate)
+            gradient = tf.convert_to_tensor(gradient)  # as Keras' clipping makes it
+        gradient = tf.cast(gradient, dtype)
         step = tf.cast(self.iterations + 1, dtype)
         beta_1 = tf.cast(self.beta_1, dtype)
         beta_2 = tf.cast(self.beta_2, dtype)
+        epsilon = tf.cast(self.epsilon, dtype)
+        learning_rate = tf.cast(learning_rate, dtype)
         index = self._get_variable_index(variable)
+        variable = _tf_variable(variable)
+        m = _tf_variable(self._momentums[index])
+        v = _tf_variable(self._velocities[index])
+        fused = scale is not None or decay is not None
+        if fused and variable.shape.num_elements() >= XLA_UPDATE_MIN_SIZE:
+            _decayed_adam(
+                variable.handle,
+                m.handle,
+                v.handle,
+                gradient,
+                tf.cast(1.0 if scale is None else scale, dtype),
+                tf.zeros([], dtype) if decay is None else decay,
+                learning_rate,
+                step,
+                beta_1,
+                beta_2,
+                epsilon,
+            )
+            return
+        if scale is not None:
+            gradient = gradient * tf.cast(scale, dtype)
+        if decay is not None:
+            variable.assign_sub(variable * decay)
         tf.raw_ops.ResourceApplyAdam(
-            var=_tf_variable(variable).handle,
-            m=_tf_variable(self._momentums[index]).handle,
-            v=_tf_variable(self._velocities[index]).handle,
+            var=variable.handle,
+            m=m.handle,
+            v=v.handle,
             beta1_power=tf.pow(beta_1, step),
             beta2_power=tf.pow(beta_2, step),
-            lr=tf.cast(learning_rate, dtype),
+            lr=learning_rate,
             beta1=beta_1,
             beta2=beta_2,
-            epsilon=tf.cast(self.epsilon, dtype),
-            grad=tf.cast(gradient, dtype),
+            epsilon=epsilon,
+            grad=gradient,
         )
+
+
+def _global_norm_scale(gradients, clipnorm):
+    """The factor Keras' `clip_by_global_norm` multiplies `gradients` by: `clipnorm / norm`
+    above `clipnorm`, exactly 1 below it, NaN for a norm that is not finite. A sparse
+    gradient's rows count as they are (as in Keras), repeated rows included."""
+    squares = [
+        tf.cast(tf.nn.l2_loss(g.values if isinstance(g, tf.IndexedSlices) else g), "float32")
+        for g in gradients
+        if g is not None
+    ]
+    norm = tf.sqrt(2.0 * tf.add_n(squares))
+    return clipnorm * tf.minimum(1.0 / norm, 1.0 / clipnorm) + (norm - norm)
+
+
+@tf.function(jit_compile=True, autograph=False, reduce_retracing=True)
+def _decayed_adam(
+    variable, m, v, gradient, scale, decay, learning_rate, step, beta_1, beta_2, epsilon
+):
+    """Adam's update of the variable behind the handle `variable` (moments behind `m` and
+    `v`) with `gradient * scale`, after its decay `variable -= decay * variable`, in one XLA
+    computation: each element is read and written once."""
+    dtype = gradient.dtype
+    gradient = gradient * scale
+    old_m = tf.raw_ops.ReadVariableOp(resource=m, dtype=dtype)
+    old_v = tf.raw_ops.ReadVariableOp(resource=v, dtype=dtype)
+    new_m = old_m + (gradient - old_m) * (1 - beta_1)
+    new_v = old_v + (tf.square(gradient) - old_v) * (1 - beta_2)
+    alpha = learning_rate * tf.sqrt(1 - beta_2**step) / (1 - beta_1**step)
+    old = tf.raw_ops.ReadVariableOp(resource=variable, dtype=dtype)
+    decayed = old - old * decay
+    tf.raw_ops.AssignVariableOp(resource=m, value=new_m)
+    tf.raw_ops.AssignVariableOp(resource=v, value=new_v)
+    tf.raw_ops.AssignVariableOp(
+        resource=variable, value=decayed - new_m * alpha / (tf.sqrt(new_v) + epsilon)
+    )
 
 
 def _tf_variable(variable):
@@ -139,8 +248,8 @@ class FusedAdam(_FusedAdamUpdate, keras.optimizers.Adam):
 @keras.saving.register_keras_serializable(package="lmpipe")
 class FusedAdamW(_FusedAdamUpdate, keras.optimizers.AdamW):
     """`keras.optimizers.AdamW` (same arguments, same results to float rounding) with the
-    fused Adam update of dense gradients (`_FusedAdamUpdate`); the decoupled weight decay is
-    Keras' own, applied before it as in `AdamW`."""
+    fused Adam update of dense gradients, the weight decay and the clipping joining it
+    (`_FusedAdamUpdate`)."""
 
 
 def adamw(learning_rate, total_steps, warmup_steps, weight_decay, clipnorm):

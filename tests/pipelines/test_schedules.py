@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from lmpipe.pipelines import schedules
 from lmpipe.pipelines.schedules import (
     FusedAdam,
     FusedAdamW,
@@ -134,11 +135,19 @@ def test_seq2seq_optimizer_warms_up_the_transformer_and_keeps_rnns_constant():
 
 
 @pytest.mark.parametrize("kind", ["adam", "adamw"])
-def test_fused_adam_follows_keras_adam_step_by_step(kind):
-    """The fused update against Keras' own, with the same clipping (and decay): dense
-    gradients through the fused kernel, an embedding's sparse gradient through Keras'."""
+@pytest.mark.parametrize("clipnorm", [1.0, 100.0, None], ids=["clipped", "below-norm", "no-clip"])
+@pytest.mark.parametrize("xla", [True, False], ids=["xla", "ops"])
+def test_fused_adam_follows_keras_adam_step_by_step(kind, clipnorm, xla, monkeypatch):
+    """The fused update against Keras' own, with the same clipping (gradient norms near 4.6:
+    clipped to 1, or under a clipnorm of 100) and decay: dense gradients through the fused
+    kernel, or with decay or clipping the XLA function (every variable, as for large ones) or
+    TensorFlow's ops; an embedding's sparse gradient through Keras' (made dense by the
+    clipping, as in Keras)."""
+    monkeypatch.setattr(schedules, "XLA_UPDATE_MIN_SIZE", 0 if xla else 10**9)
     rng = np.random.default_rng(0)
-    arguments = dict(learning_rate=1e-2, beta_1=0.9, beta_2=0.98, epsilon=1e-7, global_clipnorm=1.0)
+    arguments = dict(
+        learning_rate=1e-2, beta_1=0.9, beta_2=0.98, epsilon=1e-7, global_clipnorm=clipnorm
+    )
     if kind == "adamw":
         arguments["weight_decay"] = 0.1
     optimizers = {
@@ -196,3 +205,54 @@ print("OK")
 
 def test_fused_adam_updates_mirrored_variables_on_every_replica():
     run_script(MIRRORED_SCRIPT)
+
+
+MIRRORED_ADAMW_SCRIPT = """
+import numpy as np
+import tensorflow as tf
+(cpu,) = tf.config.list_physical_devices("CPU")
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import keras
+from lmpipe.pipelines import schedules
+from lmpipe.pipelines.schedules import FusedAdamW
+schedules.XLA_UPDATE_MIN_SIZE = 0  # the XLA function for every variable, as for large ones
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+rng = np.random.default_rng(0)
+initial = [rng.normal(size=(4, 3)).astype("float32"), rng.normal(size=(3,)).astype("float32")]
+# Each replica's gradients (norms near 3 and 4): Keras clips them one replica at a time,
+# before they are summed.
+replica_gradients = [
+    [rng.normal(size=v.shape).astype("float32") * scale for v in initial] for scale in (1, 2)
+]
+results = {}
+for name, kind in (("fused", FusedAdamW), ("keras", keras.optimizers.AdamW)):
+    with strategy.scope():
+        variables = [keras.Variable(value, name=f"v{i}") for i, value in enumerate(initial)]
+        optimizer = kind(learning_rate=0.01, weight_decay=0.1, global_clipnorm=1.0)
+        optimizer.exclude_from_weight_decay(var_names=["v1"])
+        optimizer.build(variables)
+
+    def replica_step():
+        index = tf.distribute.get_replica_context().replica_id_in_sync_group
+        gradients = [tf.gather(tf.constant(np.stack(g)), index) for g in zip(*replica_gradients)]
+        optimizer.apply_gradients(zip(gradients, variables))
+
+    step = tf.function(lambda: strategy.run(replica_step))
+    for _ in range(3):
+        step()
+    results[name] = [
+        [np.array(value) for value in strategy.experimental_local_results(v.value)]
+        for v in variables
+    ]
+for fused, keras_values in zip(results["fused"], results["keras"]):
+    np.testing.assert_array_equal(fused[0], fused[1])  # the replicas agree
+    # Weights of size 1: a few float32 ulps of them apart.
+    np.testing.assert_allclose(fused[0], keras_values[0], rtol=1e-6, atol=1e-6)
+print("OK")
+"""
+
+
+def test_fused_adamw_decays_and_clips_as_keras_on_two_replicas():
+    """AdamW with decay (one variable excluded) and global-norm clipping on two replicas with
+    different gradients: the same variables as Keras' AdamW, on both replicas."""
+    run_script(MIRRORED_ADAMW_SCRIPT)
