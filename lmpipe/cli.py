@@ -451,7 +451,7 @@ def _pretrain(arguments):
         checkpoint_every=arguments.checkpoint_every,
         learning_rate=arguments.learning_rate,
         mixed_precision=arguments.mixed_precision,
-        jit_compile=arguments.xla,
+        jit_compile={"on": True, "off": False, "auto": "auto"}[arguments.xla],
         accumulation_steps=arguments.accumulation_steps,
         data_service=arguments.data_service,
     )
@@ -1722,7 +1722,15 @@ def build_parser():
         "hardware has it (Ampere+ GPUs, CPUs with AVX512_BF16 or AMX), else float32 "
         "(default: float32)",
     )
-    pretrain.add_argument("--xla", action="store_true", help="XLA-compile the train step")
+    pretrain.add_argument(
+        "--xla",
+        nargs="?",
+        const="on",
+        default="off",
+        choices=["on", "off", "auto"],
+        help="XLA-compile the train step (--xla alone: on); auto: on GPUs, not on CPUs, where "
+        "it is no faster (default: off)",
+    )
     _add_training_options(
         pretrain,
         batch_default=None,

@@ -121,6 +121,22 @@ def test_the_steps_given_are_the_steps_trained(tmp_path, monkeypatch):
     assert fit["accumulation_steps"] == 4
 
 
+def test_xla_is_off_on_or_auto(tmp_path, monkeypatch):
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(VOCABULARY) + "\n")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("to be or not .\nto be .\n\nnot to be .\nor not .\n")
+    common = ["--out", str(tmp_path / "run"), "--vocab", str(vocab), "--corpus", str(corpus)]
+    for flags, jit_compile in (
+        ([], False),
+        (["--xla"], True),
+        (["--xla", "on"], True),
+        (["--xla", "off"], False),
+        (["--xla", "auto"], "auto"),
+    ):
+        assert run_until_fit(monkeypatch, [*flags, *common])["jit_compile"] == jit_compile
+
+
 def test_a_corpus_line_over_max_line_bytes_is_refused_naming_the_file_and_the_flag(
     tmp_path, monkeypatch
 ):

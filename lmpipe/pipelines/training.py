@@ -29,6 +29,7 @@ from lmpipe.pipelines.preemption import checkpoint_on_preemption
 from lmpipe.pipelines.schedules import adamw
 
 MIXED_PRECISION = (None, "float32", "mixed_bfloat16", "mixed_float16", "auto")
+JIT_COMPILE = (False, True, "auto")
 # CPU features with bfloat16 arithmetic in hardware (/proc/cpuinfo's names), where oneDNN runs
 # bfloat16 matmuls at about twice the float32 rate; elsewhere bfloat16 is emulated, slower.
 BFLOAT16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
@@ -55,6 +56,29 @@ def automatic_precision():
     if flags:
         return "mixed_bfloat16", f"a CPU with {' and '.join(flags)}"
     return "float32", "a CPU without bfloat16 arithmetic (avx512_bf16, amx_bf16)"
+
+
+def automatic_jit_compile():
+    """`(jit_compile, reason)`: whether `jit_compile="auto"` XLA-compiles the train step here.
+
+    Yes where there are GPUs (unless op determinism is on: XLA does not make every op
+    deterministic); no on CPUs, where the XLA step is no faster than TensorFlow's kernels in
+    float32 and slower in bfloat16 (`benchmarks/training.py`: 1.00x and 0.63x of the step
+    without XLA on a 2-core AVX-512 CPU; XLA's CPU matmul does not use AMX).
+    """
+    if not tf.config.list_physical_devices("GPU"):
+        return False, "CPUs, where XLA's train step is no faster than without it"
+    if _op_determinism_enabled():
+        return False, "GPUs with op determinism on, which XLA does not give every op"
+    return True, "GPUs"
+
+
+def _op_determinism_enabled():
+    """Whether `tf.config.experimental.enable_op_determinism()` was called (TensorFlow answers
+    it outside its public API, as Keras asks it)."""
+    from tensorflow.python.framework import config
+
+    return config.is_op_determinism_enabled()
 
 
 @contextlib.contextmanager
@@ -240,6 +264,8 @@ def train(
             CPUs with AVX512_BF16 or AMX), float32 elsewhere; `fit` says which it picked.
         jit_compile: XLA-compile the train step; with several replicas, each replica's
             forward and backward pass (the loss and the optimizer update run without XLA).
+            "auto": XLA on GPUs, not on CPUs (where it is no faster, see
+            `automatic_jit_compile`); `fit` says which it picked.
         accumulation_steps: each optimizer update sums the gradients of this many batches of
             `batch_size`, run one after the other: the update of a batch
             `accumulation_steps` times larger with the activation memory of one (see
@@ -279,6 +305,7 @@ def train(
         weight_decay=weight_decay,
         clipnorm=clipnorm,
         mixed_precision=mixed_precision,
+        jit_compile=jit_compile,
         checkpoint_every=checkpoint_every,
         accumulation_steps=accumulation_steps,
         data_service=data_service,
@@ -296,6 +323,10 @@ def train(
         mixed_precision, reason = automatic_precision()
         if verbose:
             print(f"mixed_precision='auto': {mixed_precision}, for {reason}.")
+    if jit_compile == "auto":
+        jit_compile, reason = automatic_jit_compile()
+        if verbose:
+            print(f"jit_compile='auto': {jit_compile}, for {reason}.")
     per_replica = per_replica_batch_size(strategy, batch_size)
     warmup_steps = max(1, total_steps // 10) if warmup_steps is None else warmup_steps
     with dtype_policy(mixed_precision), strategy.scope():
@@ -528,7 +559,8 @@ def check_training_values(**options):
     has a valid value: numbers finite and in range (`learning_rate` > 0, `weight_decay` >= 0,
     `clipnorm` > 0 or None, `warmup_steps` an integer >= 0 or None, `checkpoint_every` an
     integer >= 1 or None, `accumulation_steps` an integer >= 1), `strategy` a known name or a
-    `tf.distribute.Strategy`, `mixed_precision` a known policy and `data_service` an address.
+    `tf.distribute.Strategy`, `mixed_precision` a known policy, `jit_compile` True, False or
+    "auto" and `data_service` an address.
     Options not given are not checked.
     """
     ranges = {
@@ -549,3 +581,6 @@ def check_training_values(**options):
             f"`mixed_precision` must be one of {MIXED_PRECISION}, got "
             f"mixed_precision={options['mixed_precision']!r}."
         )
+    jit_compile = options.get("jit_compile", False)
+    if not (isinstance(jit_compile, bool) or jit_compile == "auto"):
+        raise ValueError(f"`jit_compile` must be one of {JIT_COMPILE}, got {jit_compile=!r}.")

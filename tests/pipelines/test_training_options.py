@@ -144,6 +144,8 @@ BAD_VALUES = [
     ("checkpoint_every", 0),
     ("checkpoint_every", float("inf")),
     ("mixed_precision", "float8"),
+    ("jit_compile", "yes"),
+    ("jit_compile", 1),
     ("strategy", "mirored"),
 ]
 
@@ -151,7 +153,7 @@ BAD_VALUES = [
 def test_bad_option_values_are_refused_by_name_before_any_data_is_read(tokenizer):
     for pipe in pipelines(tokenizer):
         for name, value in BAD_VALUES:
-            if name == "weight_decay" and isinstance(pipe, Translation):
+            if name in ("weight_decay", "jit_compile") and isinstance(pipe, Translation):
                 continue  # no such option there
             with pytest.raises(ValueError, match=f"`?{name}`?.*{re.escape(repr(value))}"):
                 pipe.fit(Untouchable(), batch_size=2, steps_per_epoch=1, **{name: value})
@@ -236,6 +238,21 @@ def test_auto_precision_picks_bfloat16_only_where_the_hardware_computes_in_it(
     assert keras.config.dtype_policy().name == previous
 
 
+@pytest.mark.parametrize(
+    "gpus, deterministic, expected",
+    [([], False, False), ([(8, 0)], False, True), ([(8, 0)], True, False)],
+    ids=["cpu", "gpu", "gpu-with-op-determinism"],
+)
+def test_auto_jit_compile_picks_xla_on_gpus_only(monkeypatch, gpus, deterministic, expected):
+    monkeypatch.setattr(
+        training.tf.config, "list_physical_devices", lambda kind: [FakeGpu(c) for c in gpus]
+    )
+    monkeypatch.setattr(training, "_op_determinism_enabled", lambda: deterministic)
+    picked, reason = training.automatic_jit_compile()
+    assert picked is expected
+    assert ("GPU" in reason) == bool(gpus)
+
+
 def test_fit_with_auto_precision_says_what_it_picked(tokenizer, monkeypatch, capsys):
     monkeypatch.setattr(training, "_cpu_flags", lambda: {"avx512_bf16"})
     pipe = BertPretraining(
@@ -251,8 +268,11 @@ def test_fit_with_auto_precision_says_what_it_picked(tokenizer, monkeypatch, cap
         epochs=1,
         steps_per_epoch=1,
         mixed_precision="auto",
+        jit_compile="auto",
     )
-    assert "mixed_precision='auto': mixed_bfloat16, for a CPU with avx512_bf16." in (
-        capsys.readouterr().out
-    )
+    printed = capsys.readouterr().out
+    assert "mixed_precision='auto': mixed_bfloat16, for a CPU with avx512_bf16." in printed
     assert pipe.model.dtype_policy.name == "mixed_bfloat16"
+    if not training.tf.config.list_physical_devices("GPU"):
+        assert "jit_compile='auto': False, for CPUs" in printed
+        assert pipe.model.jit_compile is False
