@@ -20,6 +20,8 @@ import threading
 import tensorflow as tf
 from keras import ops
 
+from lmpipe.layers.xla_context import compiling_with_xla
+
 # Set by `accumulated_totals` in the thread of one replica (MirroredStrategy runs each
 # replica's step in a thread of its own).
 _accumulation = threading.local()
@@ -117,8 +119,12 @@ def sparse_cross_entropy(targets, logits):
     probability, `p_max = exp(z_max - z_max) / sum exp(z - z_max)`, which is at least `1 / V`
     and never underflows: `loss = (z_max - z_target) - log p_max`.
 
+    Under XLA, which fuses TensorFlow's op well, it is TensorFlow's op (faster there, see
+    `lmpipe.layers.xla_context`).
+
     Targets of shape `[..., 1]` against logits `[..., V]` are read as `[...]`, as Keras does.
-    A target outside `[0, V)` is an error on the CPU (the gather's) and a NaN loss elsewhere.
+    A target outside `[0, V)` is an error on the CPU without XLA (the gather's) and a NaN loss
+    elsewhere.
 
     >>> logits = ops.convert_to_tensor([[2.0, 0.0], [0.0, 200.0]])
     >>> [round(float(x), 4) for x in sparse_cross_entropy(ops.convert_to_tensor([0, 0]), logits)]
@@ -128,6 +134,8 @@ def sparse_cross_entropy(targets, logits):
     targets = tf.cast(targets, "int32")
     if targets.shape.rank == logits.shape.rank and targets.shape[-1] == 1:
         targets = tf.squeeze(targets, -1)
+    if compiling_with_xla():
+        return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=targets, logits=logits)
     return _sparse_cross_entropy(logits, targets)
 
 

@@ -93,3 +93,40 @@ def test_other_settings_are_keras_own_and_the_config_round_trips():
     layer = LayerNormalization(epsilon=1e-12, name="norm")
     restored = keras.layers.deserialize(keras.layers.serialize(layer))
     assert type(restored) is LayerNormalization and restored.epsilon == 1e-12
+
+
+def test_under_xla_the_layer_is_keras_own():
+    """XLA fuses Keras' ops itself (lmpipe.layers.xla_context): the same values and gradients
+    as Keras' layer compiled the same way, and as lmpipe's without XLA."""
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(2, 3, 8)).astype("float32") * 5 + 2
+    gamma, beta = rng.normal(size=(2, 8)).astype("float32")
+    upstream = rng.normal(size=(2, 3, 8)).astype("float32")
+    results = {}
+    for name, cls, jit_compile in (
+        ("ours, XLA", LayerNormalization, True),
+        ("keras, XLA", keras.layers.LayerNormalization, True),
+        ("ours", LayerNormalization, False),
+    ):
+        layer = layer_of(cls, "float32", gamma, beta)
+        compiled = tf.function(
+            lambda layer=layer: (
+                [tf.constant(0.0)] + [tf.convert_to_tensor(t) for t in _traced(layer, x, upstream)]
+            ),
+            jit_compile=jit_compile,
+            autograph=False,
+        )
+        results[name] = [np.array(t) for t in compiled()[1:]]
+    for ours, keras_values, unfused in zip(*results.values(), strict=True):
+        np.testing.assert_allclose(ours, keras_values, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(ours, unfused, rtol=1e-5, atol=1e-5)
+
+
+def _traced(layer, x, upstream):
+    """The layer's output and the gradients of sum(y * upstream), traced inside a function."""
+    x = tf.constant(x)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = layer(x)
+        total = tf.reduce_sum(y * upstream)
+    return [y, *tape.gradient(total, [x, layer.gamma, layer.beta])]

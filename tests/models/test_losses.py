@@ -115,3 +115,26 @@ def test_sparse_cross_entropy_refuses_targets_outside_the_vocabulary():
     logits = tf.zeros((2, 5))
     with pytest.raises(tf.errors.InvalidArgumentError, match="not in"):
         sparse_cross_entropy(tf.constant([1, 5]), logits)
+
+
+def test_under_xla_the_cross_entropy_is_tensorflows_fused_op():
+    """XLA fuses TensorFlow's op well (lmpipe.layers.xla_context): the same losses and
+    gradients as without XLA, and a target outside the vocabulary gives a NaN loss there."""
+    rng = np.random.default_rng(2)
+    logits = tf.constant(rng.normal(scale=4.0, size=(4, 30)).astype("float32"))
+    targets = tf.constant([0, 29, 7, 3])
+
+    def loss_and_gradient(targets, logits):
+        with tf.GradientTape() as tape:
+            tape.watch(logits)
+            loss = sparse_cross_entropy(targets, logits)
+            total = tf.reduce_sum(loss)
+        return loss, tape.gradient(total, logits)
+
+    compiled = tf.function(loss_and_gradient, jit_compile=True, autograph=False)
+    for ours, expected in zip(
+        compiled(targets, logits), loss_and_gradient(targets, logits), strict=True
+    ):
+        np.testing.assert_allclose(ours, expected, rtol=1e-5, atol=1e-6)
+    loss, _ = compiled(tf.constant([0, 30, -1, 3]), logits)
+    assert np.isnan(np.array(loss)).tolist() == [False, True, True, False]
