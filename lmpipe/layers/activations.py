@@ -4,11 +4,22 @@ The GELUs compute in float32 when their input is 16-bit (mixed precision) and re
 input's dtype: TensorFlow's CPU kernels work through bfloat16 element by element, and a
 BERT-mini layer's GELU, forward and backward, took 25 ms in bfloat16 against 15 ms in float32
 with the casts (2-core AVX-512 CPU); the result is also the float32 GELU rounded once, rather
-than rounded at every step of the formula. In float32 they are Keras' own.
+than rounded at every step of the formula.
+
+The exact GELU, `x Phi(x)`, has its derivative written out, `Phi(x) + x phi(x)` (phi the
+normal density), where autodiff would differentiate each op of the formula: forward and
+backward over a BERT-mini layer's 32 x 128 x 1024 activations take 25% less time in float32
+and 13% less in bfloat16. Under XLA, which fuses Keras' ops into one pass itself (and is slower
+with the written-out derivative), it is Keras' GELU (see `lmpipe.layers.xla_context`).
 """
 
+import math
+
 import keras
+import tensorflow as tf
 from keras import ops
+
+from lmpipe.layers.xla_context import compiling_with_xla
 
 _LOW_PRECISION = ("bfloat16", "float16")
 
@@ -22,7 +33,26 @@ def _in_float32(function, x):
 @keras.saving.register_keras_serializable(package="lmpipe")
 def gelu(x):
     """GELU, `x * Phi(x)` with the exact normal CDF (BERT's, and Hugging Face's "gelu")."""
-    return _in_float32(keras.activations.gelu, x)
+    if compiling_with_xla():
+        return _in_float32(keras.activations.gelu, x)
+    return _in_float32(_gelu_with_derivative, x)
+
+
+@tf.custom_gradient
+def _gelu_with_derivative(x):
+    """The exact GELU of a float32 `x`, as Keras computes it, with its derivative
+    `Phi(x) + x phi(x)` written out."""
+    cdf = 0.5 * tf.math.erfc(x * -_SQRT_HALF)
+
+    def gradient(upstream):
+        density = tf.exp(-0.5 * tf.square(x)) * _INVERSE_SQRT_2PI
+        return upstream * (cdf + x * density)
+
+    return x * cdf, gradient
+
+
+_SQRT_HALF = math.sqrt(0.5)
+_INVERSE_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
 
 
 @keras.saving.register_keras_serializable(package="lmpipe")

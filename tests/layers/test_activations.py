@@ -1,3 +1,5 @@
+from math import erf
+
 import keras
 import numpy as np
 import pytest
@@ -31,6 +33,29 @@ def test_gelu_gradient_flows_through_the_float32_computation():
         -(VALUES**2) / 2
     ) / np.sqrt(2 * np.pi)
     np.testing.assert_allclose(gradient, expected, atol=0.02)  # bfloat16: 8 bits of mantissa
+
+
+@pytest.mark.parametrize("jit_compile", [False, True], ids=["written-out", "xla-keras"])
+def test_gelu_gradient_is_keras_autodiff_in_float32(jit_compile):
+    """The written-out derivative (Keras' GELU under XLA) against autodiff through Keras' GELU
+    and the float64 formula, tails included."""
+    x = tf.constant(np.linspace(-10.0, 10.0, 2001, dtype=np.float32))
+
+    def gradient(activation):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = activation(x)
+        return tape.gradient(y, x, output_gradients=tf.ones_like(x))
+
+    ours = tf.function(lambda: gradient(gelu), jit_compile=jit_compile, autograph=False)()
+    keras_gradient = gradient(keras.activations.gelu)
+    np.testing.assert_allclose(ours, keras_gradient, rtol=1e-6, atol=1e-6)
+    values = np.linspace(-10.0, 10.0, 2001)
+    exact = [
+        0.5 * (1 + erf(v / np.sqrt(2))) + v * np.exp(-(v**2) / 2) / np.sqrt(2 * np.pi)
+        for v in values
+    ]
+    np.testing.assert_allclose(ours, exact, rtol=1e-5, atol=1e-6)
 
 
 def test_a_block_with_gelu_keeps_it_through_its_config():
