@@ -107,12 +107,17 @@ def run_until_fit(monkeypatch, arguments):
     return calls[0]
 
 
-def test_the_steps_given_are_the_steps_trained(tmp_path, monkeypatch):
+def small_run(tmp_path, corpus_text="to be or not .\nto be .\n\nnot to be .\nor not .\n"):
+    """`(flags, corpus)`: --out, --vocab and --corpus of a small bert run in `tmp_path`."""
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(VOCABULARY) + "\n")
     corpus = tmp_path / "corpus.txt"
-    corpus.write_text("to be or not .\nto be .\n\nnot to be .\nor not .\n")
-    common = ["--out", str(tmp_path / "run"), "--vocab", str(vocab), "--corpus", str(corpus)]
+    corpus.write_text(corpus_text)
+    return ["--out", str(tmp_path / "run"), "--vocab", str(vocab), "--corpus", str(corpus)], corpus
+
+
+def test_the_steps_given_are_the_steps_trained(tmp_path, monkeypatch):
+    common, _ = small_run(tmp_path)
     fit = run_until_fit(monkeypatch, [*common, "--steps", "6", "--epochs", "3"])
     assert (fit["epochs"], fit["steps_per_epoch"]) == (3, 2)
     assert fit["accumulation_steps"] == 1
@@ -122,11 +127,7 @@ def test_the_steps_given_are_the_steps_trained(tmp_path, monkeypatch):
 
 
 def test_xla_is_off_on_or_auto(tmp_path, monkeypatch):
-    vocab = tmp_path / "vocab.txt"
-    vocab.write_text("\n".join(VOCABULARY) + "\n")
-    corpus = tmp_path / "corpus.txt"
-    corpus.write_text("to be or not .\nto be .\n\nnot to be .\nor not .\n")
-    common = ["--out", str(tmp_path / "run"), "--vocab", str(vocab), "--corpus", str(corpus)]
+    common, _ = small_run(tmp_path)
     for flags, jit_compile in (
         ([], False),
         (["--xla"], True),
@@ -142,11 +143,9 @@ def test_a_corpus_line_over_max_line_bytes_is_refused_naming_the_file_and_the_fl
 ):
     from lmpipe.cli import main
 
-    vocab = tmp_path / "vocab.txt"
-    vocab.write_text("\n".join(VOCABULARY) + "\n")
-    corpus = tmp_path / "corpus.txt"
-    corpus.write_text("to be or not .\n" + "to be " * 400 + ".\n\nnot to be .\nor not .\n")
-    common = ["--out", str(tmp_path / "run"), "--vocab", str(vocab), "--corpus", str(corpus)]
+    common, corpus = small_run(
+        tmp_path, "to be or not .\n" + "to be " * 400 + ".\n\nnot to be .\nor not .\n"
+    )
     with pytest.raises(SystemExit) as raised:
         main(["pretrain", "bert", *common, "--steps", "2", "--max-line-bytes", "1000"])
     message = str(raised.value)
