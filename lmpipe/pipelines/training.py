@@ -63,7 +63,7 @@ def automatic_jit_compile():
 
     Yes where there are GPUs (unless op determinism is on: XLA does not make every op
     deterministic); no on CPUs, where the XLA step is no faster than TensorFlow's kernels in
-    float32 and slower in bfloat16 (`benchmarks/training.py`: 1.00x and 0.63x of the step
+    float32 and slower in bfloat16 (`benchmarks/training.py`: about 1.0x and 0.6x of the step
     without XLA on a 2-core AVX-512 CPU; XLA's CPU matmul does not use AMX).
     """
     if not tf.config.list_physical_devices("GPU"):

@@ -138,7 +138,7 @@ def test_seq2seq_optimizer_warms_up_the_transformer_and_keeps_rnns_constant():
 @pytest.mark.parametrize("clipnorm", [1.0, 100.0, None], ids=["clipped", "below-norm", "no-clip"])
 @pytest.mark.parametrize("xla", [True, False], ids=["xla", "ops"])
 def test_fused_adam_follows_keras_adam_step_by_step(kind, clipnorm, xla, monkeypatch):
-    """The fused update against Keras' own, with the same clipping (gradient norms near 4.6:
+    """The fused update against Keras' own, with the same clipping (gradient norms near 5:
     clipped to 1, or under a clipnorm of 100) and decay: dense gradients through the fused
     kernel, or with decay or clipping the XLA function (every variable, as for large ones) or
     TensorFlow's ops; an embedding's sparse gradient through Keras' (made dense by the
@@ -219,7 +219,7 @@ schedules.XLA_UPDATE_MIN_SIZE = 0  # the XLA function for every variable, as for
 strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 rng = np.random.default_rng(0)
 initial = [rng.normal(size=(4, 3)).astype("float32"), rng.normal(size=(3,)).astype("float32")]
-# Each replica's gradients (norms near 3 and 4): Keras clips them one replica at a time,
+# Each replica's gradients (norms 2.7 and 6.7): Keras clips them one replica at a time,
 # before they are summed.
 replica_gradients = [
     [rng.normal(size=v.shape).astype("float32") * scale for v in initial] for scale in (1, 2)
