@@ -89,17 +89,19 @@ def training_flops(vocabulary_size, predictions, pair_head):
     return encoder + attention + masked_lm + pair
 
 
+# `pipeline.fit`'s schedule: peak learning rate, warmup steps (its default 10%), steps.
+PEAK, WARMUP, TOTAL = 1e-4, 1_000, 10_000
+
+
 def optimizer():
-    """The AdamW `pipeline.fit` trains with (its defaults: peak 1e-4, 10% warmup)."""
-    return adamw(
-        learning_rate=1e-4, total_steps=10_000, warmup_steps=1_000, weight_decay=0.01, clipnorm=1.0
-    )
+    """The AdamW `pipeline.fit` trains with (its defaults)."""
+    return adamw(PEAK, TOTAL, WARMUP, weight_decay=0.01, clipnorm=1.0)
 
 
 def plain_adam():
-    """Adam with the same schedule, without weight decay and clipping."""
+    """Adam with the same schedule and moments, without weight decay and clipping."""
     return FusedAdam(
-        learning_rate=WarmupLinearDecay(1e-4, 1_000, 10_000), beta_1=0.9, beta_2=0.999, epsilon=1e-6
+        learning_rate=WarmupLinearDecay(PEAK, WARMUP, TOTAL), beta_1=0.9, beta_2=0.999, epsilon=1e-6
     )
 
 

@@ -144,6 +144,7 @@ class _FusedAdamUpdate:
     def update_step(self, gradient, variable, learning_rate):
         if self.amsgrad:
             return super().update_step(gradient, variable, learning_rate)
+        variable = _tf_variable(variable)
         dtype = variable.dtype
         scale = self._gradient_scale
         decay = None
@@ -152,7 +153,7 @@ class _FusedAdamUpdate:
         if isinstance(gradient, tf.IndexedSlices):
             if scale is None:
                 if decay is not None:
-                    _tf_variable(variable).assign_sub(_tf_variable(variable) * decay)
+                    variable.assign_sub(variable * decay)
                 return super().update_step(gradient, variable, learning_rate)
             gradient = tf.convert_to_tensor(gradient)  # as Keras' clipping makes it
         gradient = tf.cast(gradient, dtype)
@@ -162,7 +163,6 @@ class _FusedAdamUpdate:
         epsilon = tf.cast(self.epsilon, dtype)
         learning_rate = tf.cast(learning_rate, dtype)
         index = self._get_variable_index(variable)
-        variable = _tf_variable(variable)
         m = _tf_variable(self._momentums[index])
         v = _tf_variable(self._velocities[index])
         fused = scale is not None or decay is not None
