@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 from lmpipe import kernels
+from lmpipe.datasets import MaskedLMMasker
 from lmpipe.models.word2vec import sequential_sgd_step
 from lmpipe.pipelines.word2vec import Word2Vec
 
@@ -115,6 +116,29 @@ def test_without_a_compiler_auto_trains_batched_and_warns_why(no_compiler):
     assert pipe.update == "batched"
     with pytest.raises(kernels.KernelUnavailableError, match="lmpipe-test-no-such-compiler"):
         Word2Vec(update="sequential", **SMALL).fit(SENTENCES, epochs=1, verbose=False)
+
+
+def test_without_a_compiler_masking_warns_once_and_gives_the_same_masks(no_compiler):
+    masker = MaskedLMMasker(100, 3, [0, 1, 2, 3], selection_rate=0.3)
+    rows = np.random.default_rng(0).integers(4, 100, (8, 30)).astype(np.int32)
+    kernels._warn_once.cache_clear()
+    with pytest.warns(RuntimeWarning, match="masked_lm_tokens kernel is unavailable") as caught:
+        fallback = masker(rows, [4, 2])
+        masker(rows, [4, 3])
+    assert len([w for w in caught if "masked_lm_tokens" in str(w.message)]) == 1
+    with kernels.ops_only():
+        reference = masker(rows, [4, 2])
+    for key in reference:
+        np.testing.assert_array_equal(fallback[key].numpy(), reference[key].numpy())
+
+
+def test_ops_only_holds_in_its_thread_and_nests():
+    with kernels.ops_only():
+        with kernels.ops_only():
+            assert kernels.optional_kernel("masked_lm_tokens") is None
+        assert kernels.optional_kernel("masked_lm_tokens") is None
+    if kernels.compiler() is not None:
+        assert kernels.optional_kernel("masked_lm_tokens") is not None
 
 
 def test_a_failing_compiler_is_reported_with_its_command(monkeypatch):

@@ -10,11 +10,17 @@ cached library. Where there is no compiler, or compiling fails, it raises
 `KernelUnavailableError` with the reason, and the callers use their TensorFlow-ops
 equivalent.
 
+Kernels that only make a computation faster (the masked-LM masking) are optional: their callers
+use the TensorFlow-ops equivalent, with the same results, under XLA, inside `ops_only()` (graphs
+that other processes run, such as the tf.data service's workers, which need not have the
+kernel), and where the kernel cannot be built (with a warning saying why, once).
+
 The loops are compiled apart from TensorFlow's headers (`*_loop.cc`, with `-march=native`:
 the vector instructions of this CPU) from the op's registration (with TensorFlow's flags only:
 its Eigen headers do not build with every instruction set gcc knows).
 """
 
+import contextlib
 import functools
 import hashlib
 import os
@@ -22,6 +28,8 @@ import platform
 import shutil
 import subprocess
 import tempfile
+import threading
+import warnings
 
 import tensorflow as tf
 
@@ -29,7 +37,9 @@ KERNEL_DIRECTORY = os.path.dirname(os.path.abspath(__file__))
 # name: (sources compiled with TensorFlow's flags, loops compiled for the CPU, headers)
 KERNELS = {
     "word2vec_sgd": (("word2vec_sgd.cc",), ("word2vec_sgd_loop.cc",), ("word2vec_sgd_loop.h",)),
+    "masked_lm_tokens": (("masked_lm_tokens.cc",), (), ()),
 }
+_OPS_ONLY = threading.local()
 LOOP_FLAGS = ("-O3", "-march=native", "-std=c++17", "-fPIC")
 OP_FLAGS = ("-O2", "-fPIC", "-w")
 
@@ -86,6 +96,34 @@ def load_kernel(name):
     if module is None:
         raise KernelUnavailableError(reason)
     return module
+
+
+@contextlib.contextmanager
+def ops_only():
+    """Within this context (in this thread), `optional_kernel` gives None: the graphs traced
+    here use TensorFlow's ops only, so that a process without lmpipe's kernels can run them."""
+    _OPS_ONLY.depth = getattr(_OPS_ONLY, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _OPS_ONLY.depth -= 1
+
+
+def optional_kernel(name):
+    """The op module of kernel `name`, or None where the caller should use its TensorFlow-ops
+    equivalent: inside `ops_only()`, or where the kernel cannot be built (a warning says why,
+    once a process). Callers that XLA may compile check that themselves."""
+    if getattr(_OPS_ONLY, "depth", 0):
+        return None
+    module, reason = _load_once(name)
+    if module is None:
+        _warn_once(f"{reason}\nlmpipe uses TensorFlow's ops instead (the same results, slower).")
+    return module
+
+
+@functools.cache
+def _warn_once(message):
+    warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
 @functools.cache

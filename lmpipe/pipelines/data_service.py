@@ -23,6 +23,11 @@ What holds:
   least as many files as workers; with an in-memory corpus more workers take the input off the
   trainer but do not build it faster than one worker can.
 
+The workers run the dataset's graph, so `fit` builds it with TensorFlow's ops only
+(`lmpipe.kernels.ops_only()`: the masking's compiled op, which a worker's machine may lack, is
+left out; the batches are the same). A dataset given to `from_data_service` directly should be
+built inside `ops_only()` too, unless every worker has lmpipe's kernels loaded.
+
 `start_data_service` starts a dispatcher and workers in this process (for one machine, and for
 the tests); `lmpipe data-service` runs it as a command.
 """

@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from lmpipe.arguments import check_number
 from lmpipe.kernels import cpu_flags as _cpu_flags
+from lmpipe.kernels import ops_only
 from lmpipe.layers.initializers import seeded
 from lmpipe.pipelines.checkpointing import (
     CheckpointCallback,
@@ -445,8 +446,13 @@ def _resume_and_fit(
                 batches_per_step = (
                     input_context.num_replicas_in_sync // input_context.num_input_pipelines
                 )
-            dataset = make_dataset(per_replica, input_context, step * batches_per_step)
-            return dataset if data_service is None else from_data_service(dataset, data_service)
+            if data_service is None:
+                return make_dataset(per_replica, input_context, step * batches_per_step)
+            # The service's workers run the graph: TensorFlow's ops only, no lmpipe kernel
+            # they may lack (the same batches).
+            with ops_only():
+                dataset = make_dataset(per_replica, input_context, step * batches_per_step)
+            return from_data_service(dataset, data_service)
 
         return distributed_dataset(strategy, for_pipeline)
 

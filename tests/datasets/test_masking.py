@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from lmpipe import kernels
 from lmpipe.datasets.masking import MaskedLMMasker
 
 VOCAB = 1000
@@ -539,6 +540,95 @@ def test_xla_compiled_masks_equal_graph_masks():
     xla = tf.function(masker, jit_compile=True)(rows, seed)
     for key in graph:
         np.testing.assert_array_equal(graph[key].numpy(), xla[key].numpy())
+
+
+# The compiled op (token level) and TensorFlow's ops: the same bytes.
+
+needs_compiler = pytest.mark.skipif(
+    kernels.compiler() is None, reason="no C++ compiler to build lmpipe's kernels"
+)
+KERNEL_OP = "LmpipeMaskedLmTokens"
+
+
+def traced_op_types(masker, rows, seed):
+    graph = tf.function(masker).get_concrete_function(tf.constant(rows), tf.constant(seed)).graph
+    return {operation.type for operation in graph.get_operations()}
+
+
+def random_case(rng):
+    """A masker and a batch drawn at random: vocabulary, special ids (few runs, compared, or
+    many, gathered; padding not always 0), rates (0 and 1 included), lists longer or shorter
+    than the rows, rows of padding only or of special tokens only."""
+    vocab = int(rng.integers(8, 3000))
+    specials = sorted(set(rng.choice(vocab - 1, int(rng.integers(1, 9)), replace=False).tolist()))
+    mask_rate, random_rate = rng.choice([0.0, 0.3, 0.8, 1.0]), rng.choice([0.0, 0.1, 0.2])
+    masker = MaskedLMMasker(
+        vocab,
+        int(rng.integers(vocab)),
+        specials,
+        pad_token_id=specials[-1],
+        selection_rate=float(rng.choice([0.15, 0.5, 1.0, rng.uniform(0.01, 1.0)])),
+        mask_token_rate=float(mask_rate),
+        random_token_rate=float(min(random_rate, 1.0 - mask_rate)),
+        max_predictions=int(rng.integers(1, 40)),
+    )
+    rows = rng.integers(0, vocab, (int(rng.integers(1, 40)), int(rng.integers(1, 200))))
+    rows[rng.random(rows.shape) < 0.2] = specials[-1]
+    rows[0] = specials[-1]  # padding only
+    if len(rows) > 1:
+        rows[1] = rng.choice(specials, rows.shape[1])  # special tokens only
+    return masker, rows.astype(np.int32)
+
+
+@needs_compiler
+@pytest.mark.parametrize("case", range(40))
+def test_compiled_op_gives_the_bytes_of_tensorflow_ops(case):
+    rng = np.random.default_rng(100 + case)
+    masker, rows = random_case(rng)
+    # Seeds of either dtype, negative and beyond 2**32 too.
+    seed_dtype = np.int32 if case % 2 else np.int64
+    seed = rng.integers(np.iinfo(seed_dtype).min, np.iinfo(seed_dtype).max, 2, seed_dtype)
+    assert KERNEL_OP in traced_op_types(masker, rows, seed)
+    compiled = masker(rows, seed)
+    with kernels.ops_only():
+        assert KERNEL_OP not in traced_op_types(masker, rows, seed)
+        reference = masker(rows, seed)
+    for key in reference:
+        assert compiled[key].dtype == reference[key].dtype
+        np.testing.assert_array_equal(compiled[key].numpy(), reference[key].numpy(), err_msg=key)
+
+
+@needs_compiler
+def test_compiled_op_is_the_tf_data_path_with_the_same_batches():
+    rows = make_rows(np.random.default_rng(13), BATCH * 8)
+    masker = MaskedLMMasker(VOCAB, MASK, SPECIALS)
+    compiled = run_batches(masker, rows, base_seed=7)
+    with kernels.ops_only():
+        reference = run_batches(masker, rows, base_seed=7)
+    for key in reference:
+        np.testing.assert_array_equal(compiled[key], reference[key], err_msg=key)
+
+
+@needs_compiler
+def test_xla_whole_words_and_ngrams_use_tensorflow_ops():
+    rows = make_rows(np.random.default_rng(14), 4)
+    seed = np.array([1, 2], np.int64)
+    whole_word = MaskedLMMasker(
+        VOCAB, MASK, SPECIALS, whole_word=True, continuation_mask=CONTINUATION
+    )
+    for masker in (whole_word, MaskedLMMasker(VOCAB, MASK, SPECIALS, max_ngram=3)):
+        assert KERNEL_OP not in traced_op_types(masker, rows, seed)
+    xla = tf.function(MaskedLMMasker(VOCAB, MASK, SPECIALS), jit_compile=True)
+    graph = xla.get_concrete_function(tf.constant(rows), tf.constant(seed)).graph
+    assert KERNEL_OP not in {operation.type for operation in graph.get_operations()}
+
+
+@needs_compiler
+def test_compiled_op_rejects_ids_outside_the_vocabulary_naming_the_position():
+    masker = MaskedLMMasker(VOCAB, MASK, SPECIALS)
+    rows = np.array([[CLS, 10, SEP], [CLS, VOCAB + 5, SEP]], np.int32)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"token_ids\[1, 1\] = 1005 is not"):
+        masker(rows, [0, 0])
 
 
 # Arguments.

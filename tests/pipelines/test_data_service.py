@@ -11,9 +11,10 @@ import sys
 import numpy as np
 import pytest
 
+from lmpipe import kernels
 from lmpipe.datasets import TextCorpus
 from lmpipe.models import BertConfig
-from lmpipe.pipelines import BertPretraining
+from lmpipe.pipelines import BertPretraining, training
 from lmpipe.pipelines.data_service import from_data_service, start_data_service
 from tests.local_cluster import free_port
 
@@ -58,6 +59,30 @@ def test_one_worker_trains_to_the_weights_of_the_run_without_the_service(
         service.stop()
     for without, through in zip(*weights, strict=True):
         np.testing.assert_allclose(through, without, rtol=0, atol=1e-6)
+
+
+def test_fit_sends_the_service_a_graph_of_tensorflow_ops_only(
+    comedies_tokenizer, comedies, monkeypatch
+):
+    # The workers may lack lmpipe's compiled kernels (the masking op): fit builds what it sends
+    # them with TensorFlow's ops (the same batches, the test above).
+    sent = []
+
+    class SentError(Exception):
+        pass
+
+    def capture(dataset, address):
+        sent.append(dataset)
+        raise SentError
+
+    monkeypatch.setattr(training, "from_data_service", capture)
+    pipe = pipeline(comedies_tokenizer)
+    with pytest.raises(SentError):
+        pipe.fit(comedies, batch_size=4, steps_per_epoch=1, data_service="localhost:1", verbose=0)
+    assert b"LmpipeMaskedLmTokens" not in sent[0]._as_serialized_graph().numpy()
+    if kernels.compiler() is not None:
+        local = pipe.training_batches(comedies, 4, None)._as_serialized_graph().numpy()
+        assert b"LmpipeMaskedLmTokens" in local
 
 
 def test_two_workers_give_each_batch_of_the_stream_once(comedies_tokenizer, comedies):
