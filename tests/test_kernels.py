@@ -1,6 +1,8 @@
 """lmpipe's compiled kernels: the word2vec SGD op against the reference algorithm, its errors,
 and what happens where a kernel cannot be built."""
 
+import threading
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -133,11 +135,18 @@ def test_without_a_compiler_masking_warns_once_and_gives_the_same_masks(no_compi
 
 
 def test_ops_only_holds_in_its_thread_and_nests():
+    seen_elsewhere = []
     with kernels.ops_only():
         with kernels.ops_only():
             assert kernels.optional_kernel("masked_lm_tokens") is None
         assert kernels.optional_kernel("masked_lm_tokens") is None
+        other = threading.Thread(
+            target=lambda: seen_elsewhere.append(kernels.optional_kernel("masked_lm_tokens"))
+        )
+        other.start()
+        other.join()
     if kernels.compiler() is not None:
+        assert seen_elsewhere[0] is not None  # another thread is not inside the context
         assert kernels.optional_kernel("masked_lm_tokens") is not None
 
 

@@ -253,13 +253,13 @@ class MaskedLMMasker:
                 self._special_runs[-1][1] = i
             else:
                 self._special_runs.append([i, i])
-        # Span length k in 1..max_ngram with p(k) ~ 1/k: the length is 1 + the number of these
-        # thresholds (P(length <= k) scaled to the random ints) that a draw reaches.
         # The corruption's thresholds on the random 31-bit integers.
         self._mask_below = int(round(self.mask_token_rate * tf.int32.max))
         self._random_below = int(
             round((self.mask_token_rate + self.random_token_rate) * tf.int32.max)
         )
+        # Span length k in 1..max_ngram with p(k) ~ 1/k: the length is 1 + the number of these
+        # thresholds (P(length <= k) scaled to the random ints) that a draw reaches.
         weights = 1.0 / np.arange(1, max_ngram + 1)
         cdf = np.cumsum(weights)[:-1] / weights.sum()
         self._ngram_thresholds = [int(round(c * np.iinfo(np.int32).max)) for c in cdf]
