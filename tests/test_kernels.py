@@ -124,10 +124,10 @@ def test_without_a_compiler_masking_warns_once_and_gives_the_same_masks(no_compi
     masker = MaskedLMMasker(100, 3, [0, 1, 2, 3], selection_rate=0.3)
     rows = np.random.default_rng(0).integers(4, 100, (8, 30)).astype(np.int32)
     kernels._warn_once.cache_clear()
-    with pytest.warns(RuntimeWarning, match="masked_lm_tokens kernel is unavailable") as caught:
+    with pytest.warns(RuntimeWarning, match="masked_lm kernel is unavailable") as caught:
         fallback = masker(rows, [4, 2])
         masker(rows, [4, 3])
-    assert len([w for w in caught if "masked_lm_tokens" in str(w.message)]) == 1
+    assert len([w for w in caught if "masked_lm" in str(w.message)]) == 1
     with kernels.ops_only():
         reference = masker(rows, [4, 2])
     for key in reference:
@@ -138,16 +138,16 @@ def test_ops_only_holds_in_its_thread_and_nests():
     seen_elsewhere = []
     with kernels.ops_only():
         with kernels.ops_only():
-            assert kernels.optional_kernel("masked_lm_tokens") is None
-        assert kernels.optional_kernel("masked_lm_tokens") is None
+            assert kernels.optional_kernel("masked_lm") is None
+        assert kernels.optional_kernel("masked_lm") is None
         other = threading.Thread(
-            target=lambda: seen_elsewhere.append(kernels.optional_kernel("masked_lm_tokens"))
+            target=lambda: seen_elsewhere.append(kernels.optional_kernel("masked_lm"))
         )
         other.start()
         other.join()
     if kernels.compiler() is not None:
         assert seen_elsewhere[0] is not None  # another thread is not inside the context
-        assert kernels.optional_kernel("masked_lm_tokens") is not None
+        assert kernels.optional_kernel("masked_lm") is not None
 
 
 def test_a_failing_compiler_is_reported_with_its_command(monkeypatch):

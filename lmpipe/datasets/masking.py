@@ -14,10 +14,10 @@ The selection is BERT's `create_masked_lm_predictions` (google-research/bert,
    `num_to_predict` largest random keys are the sample.
 3. Each selected piece becomes `[MASK]`, a random non-special id, or stays, independently.
 
-Token-level masking (the default) runs as one compiled op where lmpipe's kernels build
-(`lmpipe/kernels/masked_lm_tokens.cc`): steps 1-3 from the same random draws, so the outputs
-are the same bytes as the TensorFlow ops' (which remain for XLA, `lmpipe.kernels.ops_only()`
-and machines without a C++ compiler), in a fraction of the time.
+The masking runs as one compiled op where lmpipe's kernels build (`lmpipe/kernels/masked_lm.cc`):
+steps 1-3 from the same random draws, so the outputs are the same bytes as the TensorFlow ops'
+(which remain for XLA, `lmpipe.kernels.ops_only()` and machines without a C++ compiler), in a
+fraction of the time.
 """
 
 import numpy as np
@@ -138,7 +138,7 @@ class MaskedLMMasker:
 
     Call arguments:
         token_ids: int `[B, S]` packed and padded token ids, each in `[0, vocabulary_size)`
-            (the compiled token-level op raises an `InvalidArgumentError` naming the row and
+            (the compiled op raises an `InvalidArgumentError` naming the row and
             position of one that is not).
         seed: int `[2]` seed of the stateless random ops; fold in the batch index (and epoch
             and worker) so that every batch gets its own masks.
@@ -266,10 +266,10 @@ class MaskedLMMasker:
 
     def __call__(self, token_ids, seed):
         token_ids, seed = self._check_call(token_ids, seed)
-        if not (self.whole_word or self.max_ngram > 1) and not compiling_with_xla():
-            kernel = optional_kernel("masked_lm_tokens")
+        if not compiling_with_xla():
+            kernel = optional_kernel("masked_lm")
             if kernel is not None:
-                return self._masked_tokens(kernel, token_ids, seed)
+                return self._compiled(kernel, token_ids, seed)
         random = _RandomStreams(seed)
         maskable = self._maskable(token_ids)  # [B, S]
         budget = self._num_to_predict(token_ids, maskable)  # [B]
@@ -287,22 +287,27 @@ class MaskedLMMasker:
             "mask_weights": tf.cast(weights, tf.float32),
         }
 
-    def _masked_tokens(self, kernel, token_ids, seed):
-        """Token-level `__call__` as one op: the draws of `_RandomStreams(seed)` that
-        `_select_tokens` and `_corrupt` make (the same streams and shapes), then both."""
-        masked, positions, mask_ids, weights = kernel.lmpipe_masked_lm_tokens(
+    def _compiled(self, kernel, token_ids, seed):
+        """`__call__` as one op, from the draws of `_RandomStreams(seed)` that the TensorFlow
+        ops make (the same streams and shapes)."""
+        continuation = self.continuation_mask if self.whole_word else np.zeros(0, bool)
+        masked, positions, mask_ids, weights = kernel.lmpipe_masked_lm(
             token_ids=token_ids,
             seed=tf.cast(seed, tf.int64),
             is_special=tf.constant(self._is_special),
             replacement_ids=tf.constant(self._replacement_ids),
             selection_rate=tf.constant(self.selection_rate, tf.float64),
+            continuation=tf.constant(continuation),
             max_predictions=self.max_predictions,
             pad_token_id=self.pad_token_id,
             mask_token_id=self.mask_token_id,
             mask_below=self._mask_below,
             random_below=self._random_below,
+            whole_word=self.whole_word,
+            ngram_thresholds=self._ngram_thresholds,
             scramble_key=_SCRAMBLE_KEY,
             select_stream=_SELECT,
+            span_stream=_SPANS,
             corrupt_stream=_CORRUPT,
         )
         return {

@@ -37,7 +37,7 @@ KERNEL_DIRECTORY = os.path.dirname(os.path.abspath(__file__))
 # name: (sources compiled with TensorFlow's flags, loops compiled for the CPU, headers)
 KERNELS = {
     "word2vec_sgd": (("word2vec_sgd.cc",), ("word2vec_sgd_loop.cc",), ("word2vec_sgd_loop.h",)),
-    "masked_lm_tokens": (("masked_lm_tokens.cc",), (), ()),
+    "masked_lm": (("masked_lm.cc",), (), ()),
 }
 _OPS_ONLY = threading.local()
 LOOP_FLAGS = ("-O3", "-march=native", "-std=c++17", "-fPIC")

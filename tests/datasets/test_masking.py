@@ -518,7 +518,8 @@ def test_vectorized_walk_equals_the_sequential_loop(monkeypatch, kwargs):
     monkeypatch.setattr(tf, "argsort", recording_argsort)
     masker = MaskedLMMasker(VOCAB, MASK, SPECIALS, **kwargs)
     rows = make_rows(np.random.default_rng(11), 300, words=True)
-    out = masker(rows, [3, 9])
+    with kernels.ops_only():  # TensorFlow's ops (the compiled op gives their bytes, below)
+        out = masker(rows, [3, 9])
     assert len(recorded) == 1, "the unit order is no longer a single tf.argsort"
     order = recorded[0].numpy()
     units = masker.candidate_units(rows, [3, 9]).numpy()
@@ -528,6 +529,8 @@ def test_vectorized_walk_equals_the_sequential_loop(monkeypatch, kwargs):
     for r in range(len(rows)):
         expected = sequential_walk(units[r], starts[r], order[r], budget[r], masker.max_ngram)
         assert positions[r][weights[r] > 0].tolist() == expected, r
+    compiled = masker(rows, [3, 9])
+    np.testing.assert_array_equal(compiled["mask_positions"].numpy(), positions)
 
 
 def test_xla_compiled_masks_equal_graph_masks():
@@ -542,12 +545,12 @@ def test_xla_compiled_masks_equal_graph_masks():
         np.testing.assert_array_equal(graph[key].numpy(), xla[key].numpy())
 
 
-# The compiled op (token level) and TensorFlow's ops: the same bytes.
+# The compiled op and TensorFlow's ops: the same bytes.
 
 needs_compiler = pytest.mark.skipif(
     kernels.compiler() is None, reason="no C++ compiler to build lmpipe's kernels"
 )
-KERNEL_OP = "LmpipeMaskedLmTokens"
+KERNEL_OP = "LmpipeMaskedLm"
 
 
 def traced_op_types(masker, rows, seed):
@@ -555,13 +558,21 @@ def traced_op_types(masker, rows, seed):
     return {operation.type for operation in graph.get_operations()}
 
 
-def random_case(rng):
-    """A masker and a batch drawn at random: vocabulary, special ids (few runs, compared, or
-    many, gathered; padding not always 0), rates (0 and 1 included), lists longer or shorter
-    than the rows, rows of padding only or of special tokens only."""
+def random_case(case):
+    """A masker and a batch drawn at random: tokens, whole words or n-grams; vocabulary, special
+    ids (few runs, compared, or many, gathered; padding not always 0), rates (0 and 1
+    included), lists longer or shorter than the rows, rows of padding only or of special tokens
+    only."""
+    rng = np.random.default_rng(100 + case)
     vocab = int(rng.integers(8, 3000))
     specials = sorted(set(rng.choice(vocab - 1, int(rng.integers(1, 9)), replace=False).tolist()))
     mask_rate, random_rate = rng.choice([0.0, 0.3, 0.8, 1.0]), rng.choice([0.0, 0.1, 0.2])
+    # Tokens, whole words, token n-grams or word n-grams, in turns.
+    units = {}
+    if case % 4 in (1, 3):
+        units.update(whole_word=True, continuation_mask=rng.random(vocab) < 0.4)
+    if case % 4 >= 2:
+        units.update(max_ngram=int(rng.integers(2, 5)))
     masker = MaskedLMMasker(
         vocab,
         int(rng.integers(vocab)),
@@ -571,6 +582,7 @@ def random_case(rng):
         mask_token_rate=float(mask_rate),
         random_token_rate=float(min(random_rate, 1.0 - mask_rate)),
         max_predictions=int(rng.integers(1, 40)),
+        **units,
     )
     rows = rng.integers(0, vocab, (int(rng.integers(1, 40)), int(rng.integers(1, 200))))
     rows[rng.random(rows.shape) < 0.2] = specials[-1]
@@ -581,12 +593,12 @@ def random_case(rng):
 
 
 @needs_compiler
-@pytest.mark.parametrize("case", range(40))
+@pytest.mark.parametrize("case", range(48))
 def test_compiled_op_gives_the_bytes_of_tensorflow_ops(case):
-    rng = np.random.default_rng(100 + case)
-    masker, rows = random_case(rng)
+    masker, rows = random_case(case)
+    rng = np.random.default_rng(case)
     # Seeds of either dtype, negative and beyond 2**32 too.
-    seed_dtype = np.int32 if case % 2 else np.int64
+    seed_dtype = np.int32 if case % 8 < 4 else np.int64
     seed = rng.integers(np.iinfo(seed_dtype).min, np.iinfo(seed_dtype).max, 2, seed_dtype)
     assert KERNEL_OP in traced_op_types(masker, rows, seed)
     compiled = masker(rows, seed)
@@ -599,9 +611,12 @@ def test_compiled_op_gives_the_bytes_of_tensorflow_ops(case):
 
 
 @needs_compiler
-def test_compiled_op_is_the_tf_data_path_with_the_same_batches():
-    rows = make_rows(np.random.default_rng(13), BATCH * 8)
-    masker = MaskedLMMasker(VOCAB, MASK, SPECIALS)
+@pytest.mark.parametrize(
+    "kwargs", [{}, {"whole_word": True, "continuation_mask": CONTINUATION, "max_ngram": 3}]
+)
+def test_compiled_op_is_the_tf_data_path_with_the_same_batches(kwargs):
+    rows = make_rows(np.random.default_rng(13), BATCH * 8, words=True)
+    masker = MaskedLMMasker(VOCAB, MASK, SPECIALS, **kwargs)
     compiled = run_batches(masker, rows, base_seed=7)
     with kernels.ops_only():
         reference = run_batches(masker, rows, base_seed=7)
@@ -610,14 +625,11 @@ def test_compiled_op_is_the_tf_data_path_with_the_same_batches():
 
 
 @needs_compiler
-def test_xla_whole_words_and_ngrams_use_tensorflow_ops():
+def test_under_xla_the_masker_uses_tensorflow_ops():
     rows = make_rows(np.random.default_rng(14), 4)
     seed = np.array([1, 2], np.int64)
-    whole_word = MaskedLMMasker(
-        VOCAB, MASK, SPECIALS, whole_word=True, continuation_mask=CONTINUATION
-    )
-    for masker in (whole_word, MaskedLMMasker(VOCAB, MASK, SPECIALS, max_ngram=3)):
-        assert KERNEL_OP not in traced_op_types(masker, rows, seed)
+    masker = MaskedLMMasker(VOCAB, MASK, SPECIALS, whole_word=True, continuation_mask=CONTINUATION)
+    assert KERNEL_OP in traced_op_types(masker, rows, seed)
     xla = tf.function(MaskedLMMasker(VOCAB, MASK, SPECIALS), jit_compile=True)
     graph = xla.get_concrete_function(tf.constant(rows), tf.constant(seed)).graph
     assert KERNEL_OP not in {operation.type for operation in graph.get_operations()}

@@ -79,10 +79,10 @@ def test_fit_sends_the_service_a_graph_of_tensorflow_ops_only(
     pipe = pipeline(comedies_tokenizer)
     with pytest.raises(SentError):
         pipe.fit(comedies, batch_size=4, steps_per_epoch=1, data_service="localhost:1", verbose=0)
-    assert b"LmpipeMaskedLmTokens" not in sent[0]._as_serialized_graph().numpy()
+    assert b"LmpipeMaskedLm" not in sent[0]._as_serialized_graph().numpy()
     if kernels.compiler() is not None:
         local = pipe.training_batches(comedies, 4, None)._as_serialized_graph().numpy()
-        assert b"LmpipeMaskedLmTokens" in local
+        assert b"LmpipeMaskedLm" in local
 
 
 def test_two_workers_give_each_batch_of_the_stream_once(comedies_tokenizer, comedies):
