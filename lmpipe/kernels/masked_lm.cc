@@ -371,18 +371,20 @@ class MaskedLmOp : public OpKernel {
       ++unit_len[unit];
     }
     unit_words[num_units] = static_cast<int64_t>(word_offsets.size());
-    // The random order: ascending keys, ties to the lower unit (a stable argsort).
+    // The random order: ascending keys, ties to the lower unit (a stable argsort), taken from
+    // a min-heap, since the walk usually ends after a few of the units.
     uint64_t* order = scratch->candidates.data();
     for (int64_t u = 0; u < num_units; ++u) {
       order[u] = static_cast<uint64_t>(static_cast<uint32_t>(row_keys[u])) << 32 |
                  static_cast<uint32_t>(u);
     }
-    std::sort(order, order + num_units);
+    std::make_heap(order, order + num_units, std::greater<uint64_t>());
     int64_t* taken = scratch->taken.data();
     std::fill(taken, taken + num_units, 0);
     int64_t left = budget;
-    for (int64_t k = 0; k < num_units && left > 0; ++k) {
-      const int64_t unit = static_cast<int64_t>(order[k] & 0xFFFFFFFFu);
+    for (int64_t unvisited = num_units; unvisited > 0 && left > 0; --unvisited) {
+      std::pop_heap(order, order + unvisited, std::greater<uint64_t>());
+      const int64_t unit = static_cast<int64_t>(order[unvisited - 1] & 0xFFFFFFFFu);
       int64_t pieces = unit_len[unit];
       if (pieces > left) {
         if (ngram_thresholds_.empty()) continue;  // a whole word that does not fit
