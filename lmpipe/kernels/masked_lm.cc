@@ -102,21 +102,41 @@ namespace {
 
 using ::tensorflow::random::PhiloxRandom;
 
-// TensorFlow's StatelessRandomUniformIntV2 over [0, 2**31 - 1) with Philox: `size` values
-// from the counter (stream << 32, counter_high) under `key`, in order.
-void UniformInts(uint64_t key, uint64_t stream, uint64_t counter_high, int64_t size,
-                 int32_t* out) {
-  const uint64_t counter[2] = {stream << 32, counter_high};
-  PhiloxRandom generator = ::tensorflow::GetPhiloxRandomFromCounterKeyMem(counter, &key);
-  ::tensorflow::random::UniformDistribution<PhiloxRandom, int32_t> uniform(
-      0, std::numeric_limits<int32_t>::max());
-  constexpr int kGroup = PhiloxRandom::kResultElementCount;
-  for (int64_t offset = 0; offset < size; offset += kGroup) {
-    const auto group = uniform(&generator);
-    const int64_t count = std::min<int64_t>(kGroup, size - offset);
-    std::copy(&group[0], &group[0] + count, out + offset);
+// A stream of TensorFlow's StatelessRandomUniformIntV2 over [0, 2**31 - 1) with Philox: the
+// values from the counter (stream << 32, counter_high) under `key`, in order.
+class UniformInts {
+ public:
+  UniformInts(uint64_t key, uint64_t stream, uint64_t counter_high) {
+    const uint64_t counter[2] = {stream << 32, counter_high};
+    base_ = ::tensorflow::GetPhiloxRandomFromCounterKeyMem(counter, &key);
   }
-}
+
+  // Values [first, first + size) of the stream into `out`.
+  void Fill(int64_t first, int64_t size, int32_t* out) const {
+    constexpr int64_t kGroup = PhiloxRandom::kResultElementCount;
+    PhiloxRandom generator = base_;
+    generator.Skip(static_cast<uint64_t>(first / kGroup));
+    int64_t skipped = first % kGroup;
+    for (int64_t written = 0; written < size; skipped = 0) {
+      const auto words = generator();
+      for (int64_t i = skipped; i < kGroup && written < size; ++i) {
+        out[written++] = Modulo(words[i]);
+      }
+    }
+  }
+
+ private:
+  // TensorFlow's UniformDistribution<int32>(0, 2**31 - 1) is `word % (2**31 - 1)`; a Mersenne
+  // modulus needs no division: x = 2**31 hi + lo is congruent to hi + lo.
+  static int32_t Modulo(uint32_t word) {
+    constexpr uint32_t kModulus = 0x7FFFFFFFu;
+    uint32_t value = (word & kModulus) + (word >> 31);
+    value -= value >= kModulus ? kModulus : 0;
+    return static_cast<int32_t>(value);
+  }
+
+  PhiloxRandom base_;
+};
 
 }  // namespace
 
@@ -202,12 +222,11 @@ class MaskedLmOp : public OpKernel {
     const auto mixed =
         ::tensorflow::random::UniformFullIntDistribution<PhiloxRandom, uint64_t>()(&scramble);
     const bool units = whole_word_ || !ngram_thresholds_.empty();
-    std::vector<int32_t> keys(batch * length);
-    std::vector<int32_t> spans(ngram_thresholds_.empty() ? 0 : batch * length);
+    // The [B, S] select and span draws are read a row at a time, as far as the row needs them.
+    const Streams streams{UniformInts(mixed[0], select_stream_, mixed[1]),
+                          UniformInts(mixed[0], span_stream_, mixed[1])};
     std::vector<int32_t> draw(batch * predictions * 2);
-    UniformInts(mixed[0], select_stream_, mixed[1], keys.size(), keys.data());
-    UniformInts(mixed[0], span_stream_, mixed[1], spans.size(), spans.data());
-    UniformInts(mixed[0], corrupt_stream_, mixed[1], draw.size(), draw.data());
+    UniformInts(mixed[0], corrupt_stream_, mixed[1]).Fill(0, draw.size(), draw.data());
 
     const Tables tables{is_special.flat<bool>().data(),
                         whole_word_ ? continuation.flat<bool>().data() : nullptr};
@@ -230,11 +249,9 @@ class MaskedLmOp : public OpKernel {
       wanted = std::min<int64_t>(std::max<int64_t>(wanted, 1), predictions);
       const int64_t budget = std::min<int64_t>(wanted, num_maskable);
       if (budget == 0) continue;
-      const int32_t* row_keys = keys.data() + row * length;
-      const int32_t* row_spans = spans.empty() ? nullptr : spans.data() + row * length;
       const int64_t count =
-          units ? SelectUnits(tables, row_ids, row_keys, row_spans, length, budget, &scratch)
-                : SelectTokens(tables, row_ids, row_keys, length, budget, &scratch);
+          units ? SelectUnits(tables, streams, row, row_ids, length, budget, &scratch)
+                : SelectTokens(tables, streams, row, row_ids, length, budget, &scratch);
       int32_t* row_positions = positions + row * predictions;
       std::copy(scratch.chosen.begin(), scratch.chosen.begin() + count, row_positions);
       int32_t* row_masked = masked + row * length;
@@ -262,22 +279,29 @@ class MaskedLmOp : public OpKernel {
     const bool* continuation;  // with whole_word only
   };
 
+  struct Streams {
+    UniformInts select, span;
+  };
+
   // Per-row work space, sized once per call.
   struct Scratch {
     Scratch(int64_t length, int64_t predictions)
         : candidates(length), boundary(length), chosen(std::max(length, predictions) + 1),
           word_start(length), unit_start(length), marks(length), unit_first(length),
-          unit_len(length), unit_words(length + 1), taken(length) {}
+          unit_len(length), unit_words(length + 1), taken(length), keys(length) {}
     std::vector<uint64_t> candidates, boundary;
     std::vector<int32_t> chosen;
     std::vector<char> word_start, unit_start, marks;
     std::vector<int64_t> unit_first, unit_len, unit_words, word_offsets, taken;
+    std::vector<int32_t> keys;
   };
 
   // Tokens: the `budget` maskable positions with the largest keys, ascending, in `chosen`.
-  static int64_t SelectTokens(const Tables& tables, const int32_t* row_ids,
-                              const int32_t* row_keys, int64_t length, int64_t budget,
+  static int64_t SelectTokens(const Tables& tables, const Streams& streams, int64_t row,
+                              const int32_t* row_ids, int64_t length, int64_t budget,
                               Scratch* scratch) {
+    int32_t* row_keys = scratch->keys.data();
+    streams.select.Fill(row * length, length, row_keys);
     // The maskable positions as (key << 32 | ~position): the larger, the earlier top_k takes
     // it (a larger key, or an equal key at a lower position).
     uint64_t* candidates = scratch->candidates.data();
@@ -317,26 +341,31 @@ class MaskedLmOp : public OpKernel {
 
   // Whole words and n-grams: BERT's / ALBERT's walk over the row's units in random order;
   // the taken pieces, ascending, in `chosen`. Returns how many (at most `budget`).
-  int64_t SelectUnits(const Tables& tables, const int32_t* row_ids, const int32_t* row_keys,
-                      const int32_t* row_spans, int64_t length, int64_t budget,
+  int64_t SelectUnits(const Tables& tables, const Streams& streams, int64_t row,
+                      const int32_t* row_ids, int64_t length, int64_t budget,
                       Scratch* scratch) const {
     const bool* special = tables.special;
     char* word_start = scratch->word_start.data();
     char* unit_start = scratch->unit_start.data();
+    int64_t num_words = 0;
     for (int64_t s = 0; s < length; ++s) {
       const bool maskable = !special[row_ids[s]];
       const bool after_special = s == 0 || special[row_ids[s - 1]];
       word_start[s] =
           maskable && (!whole_word_ || !tables.continuation[row_ids[s]] || after_special);
       unit_start[s] = word_start[s];
+      num_words += word_start[s];
     }
     if (!ngram_thresholds_.empty()) {
       // Spans of 1 + (the thresholds a draw reaches) words, one after the other from the
-      // row's first word; a span also starts at every word right after a special token.
+      // row's first word; a span also starts at every word right after a special token. The
+      // row's draws past its words (at most one span a word) mark nothing and are not read.
+      int32_t* row_spans = scratch->keys.data();
+      streams.span.Fill(row * length, num_words, row_spans);
       char* marks = scratch->marks.data();
       std::fill(marks, marks + length, 0);
       int64_t start = 0;
-      for (int64_t j = 0; j < length && start < length; ++j) {
+      for (int64_t j = 0; j < num_words && start < num_words; ++j) {
         marks[start] = 1;
         int64_t span = 1;
         for (const int32_t threshold : ngram_thresholds_) span += row_spans[j] >= threshold;
@@ -373,6 +402,8 @@ class MaskedLmOp : public OpKernel {
     unit_words[num_units] = static_cast<int64_t>(word_offsets.size());
     // The random order: ascending keys, ties to the lower unit (a stable argsort), taken from
     // a min-heap, since the walk usually ends after a few of the units.
+    int32_t* row_keys = scratch->keys.data();
+    streams.select.Fill(row * length, num_units, row_keys);  // the units' keys only
     uint64_t* order = scratch->candidates.data();
     for (int64_t u = 0; u < num_units; ++u) {
       order[u] = static_cast<uint64_t>(static_cast<uint32_t>(row_keys[u])) << 32 |
