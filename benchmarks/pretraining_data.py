@@ -103,7 +103,7 @@ def main():
     record = Results("pretraining_data")
     start, rate = results[reference]
     for lmpipe, batches in ((bert_name, "NSP + MLM"), (albert_name, "SOP + whole-word n-gram MLM")):
-        lmpipe_start, lmpipe_rate = results[lmpipe]
+        lmpipe_rate = results[lmpipe][1]
         record.add(
             f"raw text to {batches} batches, steady state sequences/s",
             lmpipe_rate / rate,

@@ -346,16 +346,15 @@ class MaskedLmOp : public OpKernel {
                       Scratch* scratch) const {
     const bool* special = tables.special;
     char* word_start = scratch->word_start.data();
-    char* unit_start = scratch->unit_start.data();
     int64_t num_words = 0;
     for (int64_t s = 0; s < length; ++s) {
       const bool maskable = !special[row_ids[s]];
       const bool after_special = s == 0 || special[row_ids[s - 1]];
       word_start[s] =
           maskable && (!whole_word_ || !tables.continuation[row_ids[s]] || after_special);
-      unit_start[s] = word_start[s];
       num_words += word_start[s];
     }
+    const char* unit_start = word_start;  // whole words (or tokens) are the units
     if (!ngram_thresholds_.empty()) {
       // Spans of 1 + (the thresholds a draw reaches) words, one after the other from the
       // row's first word; a span also starts at every word right after a special token. The
@@ -371,12 +370,14 @@ class MaskedLmOp : public OpKernel {
         for (const int32_t threshold : ngram_thresholds_) span += row_spans[j] >= threshold;
         start += span;
       }
+      char* span_start = scratch->unit_start.data();
       int64_t word = -1;
       for (int64_t s = 0; s < length; ++s) {
         word += word_start[s];
         const bool after_special = s == 0 || special[row_ids[s - 1]];
-        unit_start[s] = word_start[s] && (marks[std::max<int64_t>(word, 0)] || after_special);
+        span_start[s] = word_start[s] && (marks[std::max<int64_t>(word, 0)] || after_special);
       }
+      unit_start = span_start;
     }
     // The units (contiguous: a maskable piece after a special token starts one), with their
     // first position, length and the offsets of the words after their first.
