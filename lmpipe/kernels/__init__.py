@@ -38,6 +38,7 @@ KERNEL_DIRECTORY = os.path.dirname(os.path.abspath(__file__))
 KERNELS = {
     "word2vec_sgd": (("word2vec_sgd.cc",), ("word2vec_sgd_loop.cc",), ("word2vec_sgd_loop.h",)),
     "masked_lm": (("masked_lm.cc",), (), ()),
+    "dropout_mask": (("dropout_mask.cc",), ("dropout_mask_loop.cc",), ("dropout_mask_loop.h",)),
 }
 _OPS_ONLY = threading.local()
 LOOP_FLAGS = ("-O3", "-march=native", "-std=c++17", "-fPIC")

@@ -11,10 +11,18 @@ and about 55% less in bfloat16.
 The probability of dropping is `round(rate * 2**16) / 2**16`, within 2**-17 of `rate`; rates
 under 2**-10 compare whole 32-bit words instead, so that they are not rounded to 0. A given
 seed gives other masks than Keras' Dropout; the same seed gives the same masks.
+
+On a machine without GPUs, outside XLA, the mask is one compiled op (lmpipe's `dropout_mask`
+kernel: the same Philox words from a vectorized generator, compared and scaled in one pass),
+which gives the values of the TensorFlow ops below; those ops build it under XLA, on GPU
+machines, inside `lmpipe.kernels.ops_only()` and where the kernel cannot be built.
 """
 
 import keras
 import tensorflow as tf
+
+from lmpipe.kernels import optional_kernel
+from lmpipe.layers.xla_context import compiling_with_xla
 
 _HALF_WORD = 2**16
 # Below this rate a 16-bit comparison would round the rate by more than 3% of itself.
@@ -45,20 +53,50 @@ class Dropout(keras.layers.Dropout):
         seed = self.seed_generator.next()
         # The stateless random ops take int32 seeds under XLA (Keras' own dropout does this).
         seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
-        mask = keep_mask(tf.shape(inputs), self.rate, seed)
-        scale = tf.cast(1.0 / (1.0 - self.rate), inputs.dtype)
-        return inputs * (tf.cast(mask, inputs.dtype) * scale)
+        return inputs * scaled_keep_mask(tf.shape(inputs), self.rate, seed, inputs.dtype)
+
+
+def scaled_keep_mask(shape, rate, seed, dtype):
+    """`keep_mask` as `dtype`, its kept elements `1 / (1 - rate)` (as `dtype` rounds it), the
+    others 0: from the compiled op where the module docstring says, else from `keep_mask`."""
+    scale = tf.cast(1.0 / (1.0 - rate), dtype)
+    kernel = _mask_kernel()
+    if kernel is not None:
+        bits, threshold = _comparison(rate)
+        return kernel.lmpipe_dropout_mask(shape, seed, scale, threshold=threshold, bits=bits)
+    return tf.cast(keep_mask(shape, rate, seed), dtype) * scale
 
 
 def keep_mask(shape, rate, seed):
     """A bool tensor of `shape`, each element True with probability `1 - rate` (rounded as the
     module docstring says), from the stateless Philox stream of `seed` (int32 `[2]`)."""
     size = tf.reduce_prod(shape)
-    if rate < _SMALLEST_16_BIT_RATE:
+    bits, threshold = _comparison(rate)
+    if threshold >= 2**bits:  # rates within 2**-17 of 1: no draw reaches the threshold
+        return tf.zeros(shape, tf.bool)
+    if bits == 32:
         words = tf.random.stateless_uniform([size], seed, minval=None, maxval=None, dtype=tf.uint32)
-        return tf.reshape(words >= round(rate * 2**32), shape)
+        return tf.reshape(words >= threshold, shape)
     words = tf.random.stateless_uniform(
         [(size + 1) // 2], seed, minval=None, maxval=None, dtype=tf.uint32
     )
     halves = tf.reshape(tf.bitcast(words, tf.uint16), [-1])[:size]
-    return tf.reshape(halves >= round(rate * _HALF_WORD), shape)
+    return tf.reshape(halves >= threshold, shape)
+
+
+def _comparison(rate):
+    """`(bits, threshold)`: an element is kept where its `bits` random bits are >= threshold."""
+    if rate < _SMALLEST_16_BIT_RATE:
+        return 32, round(rate * 2**32)
+    return 16, round(rate * _HALF_WORD)
+
+
+def _mask_kernel():
+    """The compiled mask's op module, or None where TensorFlow's ops build the mask: under XLA,
+    on machines with GPUs (the op runs on CPUs only), inside `ops_only()`, without the kernel."""
+    if compiling_with_xla() or tf.config.list_physical_devices("GPU"):
+        return None
+    return optional_kernel("dropout_mask")
+
+
+tf.no_gradient("LmpipeDropoutMask")

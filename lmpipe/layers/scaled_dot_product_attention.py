@@ -3,6 +3,7 @@
 import math
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from lmpipe.arguments import check_dropout, check_window
@@ -100,14 +101,18 @@ class ScaledDotProductAttention(keras.layers.Layer):
             output = ops.dot_product_attention(query, key, value, mask=mask, scale=scale)
             return ops.squeeze(output, axis=2) if single_head else output
 
-        logits = ops.einsum("btnh,bsnh->bnts", query, key)  # [B, N, Q, K]
+        # Heads first, then batched matmuls: TensorFlow's einsum would transpose as much
+        # forward and more in its gradient (a BERT-mini layer's attention, forward and
+        # backward, takes about 25% less time this way on a 2-core AVX-512 CPU).
+        query, key, value = (ops.transpose(t, (0, 2, 1, 3)) for t in (query, key, value))
+        logits = tf.matmul(query, key, transpose_b=True)  # [B, N, Q, K]
         # The softmax runs in float32 even under mixed precision.
         logits = ops.cast(logits, "float32") * scale
         if mask is not None:
             logits = ops.where(mask, logits, -1e9)
         probabilities = ops.softmax(logits, axis=-1)
         dropped = self.dropout_layer(ops.cast(probabilities, value.dtype), training=training)
-        output = ops.einsum("bnts,bsnh->btnh", dropped, value)  # [B, Q, N, Dv]
+        output = ops.transpose(tf.matmul(dropped, value), (0, 2, 1, 3))  # [B, Q, N, Dv]
         if single_head:
             output = ops.squeeze(output, axis=2)
         if return_attention_scores:

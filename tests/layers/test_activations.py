@@ -63,3 +63,40 @@ def test_a_block_with_gelu_keeps_it_through_its_config():
     assert block.activation is gelu is get_activation("gelu")
     restored = TransformerEncoderBlock.from_config(block.get_config())
     assert restored.activation is gelu
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_large_gelu_is_xla_compiled_outside_xla_with_the_same_values_and_derivative(dtype):
+    """From 2**20 elements of a static shape, the GELU and its derivative are each one
+    XLA-compiled function: Keras' values (XLA's erfc within a float32 rounding) and dtype."""
+    values = np.linspace(-10.0, 10.0, 2**20, dtype=np.float32).reshape(1024, 1024)
+    x = tf.cast(values, dtype)
+
+    @tf.function(autograph=False)
+    def forward_and_gradient(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = gelu(x)
+        return y, tape.gradient(y, x, output_gradients=tf.ones_like(y))
+
+    graph = forward_and_gradient.get_concrete_function(x).graph
+    calls = ("PartitionedCall", "StatefulPartitionedCall")
+    compiled = [op for op in graph.get_operations() if op.type in calls]
+    assert len(compiled) == 2 and all(op.get_attr("_XlaMustCompile") for op in compiled)
+    y, gradient = forward_and_gradient(x)
+    assert y.dtype == gradient.dtype == dtype
+    x32 = tf.cast(x, tf.float32)
+    expected = keras.activations.gelu(x32, approximate=False)
+    with tf.GradientTape() as tape:
+        tape.watch(x32)
+        reference = keras.activations.gelu(x32, approximate=False)
+    expected_gradient = tape.gradient(reference, x32)
+    if dtype == "float32":
+        np.testing.assert_allclose(y, expected, rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(gradient, expected_gradient, rtol=1e-6, atol=1e-6)
+    else:  # the float32 values rounded to bfloat16 once (a rounding apart at most)
+        spacing = 2.0**-7 * np.maximum(np.abs(expected.numpy()), 2.0**-126)
+        assert np.all(np.abs(tf.cast(y, tf.float32) - expected) <= spacing)
+    # Below the size, or of an unknown shape, TensorFlow's ops: no compilation per shape.
+    small = forward_and_gradient.get_concrete_function(tf.TensorSpec([None, 1024], dtype))
+    assert not any(op.type.endswith("PartitionedCall") for op in small.graph.get_operations())

@@ -4,6 +4,7 @@ import pytest
 import tensorflow as tf
 
 from lmpipe.layers import MultiHeadAttention, ScaledDotProductAttention, attention_mask
+from lmpipe.layers.multi_head_attention import HeadProjection
 from tests.layer_checks import check_layer
 
 RNG = np.random.default_rng(0)
@@ -204,3 +205,46 @@ def test_bad_arguments_raise_errors_naming_them():
         MultiHeadAttention(num_heads=2)(random_inputs(), padding_mask=np.ones((2, 1, 7)))
     with pytest.raises(ValueError, match="attention_mask"):
         MultiHeadAttention(num_heads=2)(random_inputs(), attention_mask=np.ones((2, 7)))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "mixed_bfloat16"])
+@pytest.mark.parametrize(
+    ("equation", "output_shape", "bias_axes", "input_shape"),
+    [
+        ("abc,cde->abde", (None, 4, 6), "de", (3, 5, 16)),
+        ("abcd,cde->abe", (None, 16), "e", (3, 5, 4, 6)),
+    ],
+)
+def test_head_projection_is_einsum_dense_as_one_matmul(
+    dtype, equation, output_shape, bias_axes, input_shape
+):
+    arguments = {"output_shape": output_shape, "bias_axes": bias_axes, "dtype": dtype}
+    ours = HeadProjection(equation, bias_initializer="normal", **arguments)
+    keras_layer = keras.layers.EinsumDense(equation, **arguments)
+    ours.build(input_shape)
+    keras_layer.build(input_shape)
+    keras_layer.set_weights(ours.get_weights())
+    x = tf.random.normal(input_shape)
+    results = []
+    for layer in (ours, keras_layer):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = layer(x)
+            total = tf.reduce_sum(tf.cast(y, "float32") ** 2)
+        results.append((y, *tape.gradient(total, [x, *layer.trainable_variables])))
+    # bfloat16 sums in another order: a few roundings of 2**-8 of the largest value apart.
+    tolerance = 1e-5 if dtype == "float32" else 2e-2
+    for mine, theirs in zip(*results, strict=True):
+        assert mine.dtype == theirs.dtype and mine.shape == theirs.shape
+        theirs = tf.cast(theirs, "float32").numpy()
+        scale = tolerance * np.abs(theirs).max()
+        np.testing.assert_allclose(tf.cast(mine, "float32"), theirs, rtol=0, atol=scale)
+
+    @tf.function(autograph=False)
+    def gradient(x):
+        with tf.GradientTape() as tape:
+            y = ours(x)
+        return tape.gradient(y, ours.trainable_variables)
+
+    types = {op.type for op in gradient.get_concrete_function(x).graph.get_operations()}
+    assert "MatMul" in types and "BatchMatMulV2" not in types

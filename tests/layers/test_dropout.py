@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from lmpipe import kernels
 from lmpipe.layers import Dropout
 
 
@@ -63,3 +64,60 @@ def test_dropout_config_round_trip_and_noise_shape():
     # A noise_shape goes through Keras' dropout: whole rows kept or dropped.
     y = np.array(restored(tf.ones((100, 5)), training=True))
     assert all(len(set(row)) == 1 for row in y.tolist())
+
+
+needs_kernel = pytest.mark.skipif(
+    kernels.compiler() is None, reason="no C++ compiler to build lmpipe's kernels"
+)
+
+
+@needs_kernel
+@pytest.mark.parametrize(
+    "shape, rate, dtype, seed",
+    [
+        ((32, 4, 128, 128), 0.1, "float32", (5, 9)),  # attention probabilities: sharded
+        ((1001, 999), 0.1, "bfloat16", (0, 0)),  # odd: the last word's high half unused
+        ((3,), 0.5, "float16", (-1, 2**31 - 1)),  # fewer elements than one Philox block
+        ((7, 19), 1e-4, "float32", (123, -456)),  # 32-bit words
+        ((129,), 1e-4, "float64", (2**31 - 1, -(2**31))),  # one past 32-bit chunk boundaries
+        ((257, 3), 0.9, "float32", (1, 1)),
+        ((64, 33), 1 - 1e-6, "float32", (4, 2)),  # rounds to 2**16: nothing kept
+        ((0, 5), 0.1, "float32", (1, 2)),  # empty
+        ((2, 0, 3), 1e-4, "bfloat16", (1, 2)),
+    ],
+)
+def test_compiled_mask_is_the_ops_mask(shape, rate, dtype, seed):
+    from lmpipe.layers.dropout import scaled_keep_mask
+
+    seed = tf.constant(seed, tf.int32)
+    compiled = scaled_keep_mask(tf.constant(shape, tf.int32), rate, seed, dtype)
+    with kernels.ops_only():
+        reference = scaled_keep_mask(tf.constant(shape, tf.int32), rate, seed, dtype)
+    assert compiled.dtype == reference.dtype and compiled.shape == tuple(shape)
+    if rate > 1 - 2**-17:
+        assert not np.any(compiled.numpy())
+    np.testing.assert_array_equal(
+        tf.bitcast(compiled, tf.uint8).numpy(), tf.bitcast(reference, tf.uint8).numpy()
+    )
+
+
+@needs_kernel
+def test_compiled_mask_in_a_graph_with_its_gradient():
+    layer = Dropout(0.25, seed=1)
+    x = tf.random.normal((8, 33, 5))
+
+    @tf.function
+    def forward_and_gradient(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = layer(x, training=True)
+            total = tf.reduce_sum(y * y)
+        return y, tape.gradient(total, x)
+
+    graph = forward_and_gradient.get_concrete_function(x).graph
+    assert "LmpipeDropoutMask" in {op.type for op in graph.get_operations()}
+    y, gradient = forward_and_gradient(x)
+    mask = np.where(np.array(y) == 0, 0.0, 1 / 0.75)
+    np.testing.assert_allclose(gradient, 2 * np.array(x) * mask**2, rtol=1e-6)
+    with kernels.ops_only():
+        np.testing.assert_array_equal(Dropout(0.25, seed=1)(x, training=True), y)
