@@ -63,12 +63,12 @@ def automatic_jit_compile():
     """`(jit_compile, reason)`: whether `jit_compile="auto"` XLA-compiles the train step here.
 
     Yes where there are GPUs (unless op determinism is on: XLA does not make every op
-    deterministic); no on CPUs, where the XLA step is no faster than TensorFlow's kernels in
-    float32 and slower in bfloat16 (`benchmarks/training.py`: about 1.0x and 0.6x of the step
-    without XLA on a 2-core AVX-512 CPU; XLA's CPU matmul does not use AMX).
+    deterministic); no on CPUs, where the XLA step is slower than TensorFlow's kernels
+    (`benchmarks/training.py`: about 0.8x in float32 and 0.6x in bfloat16 of the step without
+    XLA on a 2-core AVX-512 CPU; XLA's CPU matmul does not use AMX).
     """
     if not tf.config.list_physical_devices("GPU"):
-        return False, "CPUs, where XLA's train step is no faster than without it"
+        return False, "CPUs, where XLA's train step is slower than without it"
     if _op_determinism_enabled():
         return False, "GPUs with op determinism on, which XLA does not give every op"
     return True, "GPUs"
