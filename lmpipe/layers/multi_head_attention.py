@@ -293,15 +293,29 @@ class HeadProjection(keras.layers.EinsumDense):
         outer = kernel.shape[contracted:] if contracted else None
         if contracted is None or (self.bias is not None and tuple(self.bias.shape) != tuple(outer)):
             return super().call(inputs, training=training)
-        inner = math.prod(kernel.shape[:contracted])
-        leading = ops.shape(inputs)[: len(inputs.shape) - contracted]
-        rows = ops.reshape(inputs, (-1, inner))
-        # tf.matmul: Keras' matmul gives TensorFlow's batched op even for 2-D operands.
-        x = tf.matmul(rows, ops.reshape(kernel, (inner, math.prod(outer))))
-        if self.bias is not None:
-            x = ops.add(x, ops.reshape(self.bias, (-1,)))
-        x = ops.reshape(x, (*leading, *outer))
+        bias = None if self.bias is None else ops.reshape(self.bias, (-1,))
+        x = contract_rows(inputs, kernel, contracted, bias)
         return x if self.activation is None else self.activation(x)
+
+
+def contract_rows(inputs, kernel, contracted, bias=None, kernel_last=False):
+    """`inputs`' trailing `contracted` axes contracted with `kernel`'s leading ones (its
+    trailing ones with `kernel_last`), as one 2-D matmul of the rows: the output has `inputs`'
+    other axes, then `kernel`'s; `bias`, flat, is added to the 2-D product."""
+    shape = tuple(kernel.shape)
+    if kernel_last:
+        outer, inner = shape[: len(shape) - contracted], math.prod(shape[len(shape) - contracted :])
+    else:
+        outer, inner = shape[contracted:], math.prod(shape[:contracted])
+    width = math.prod(outer)
+    leading = ops.shape(inputs)[: len(inputs.shape) - contracted]
+    rows = ops.reshape(inputs, (-1, inner))
+    # tf.matmul: Keras' matmul gives TensorFlow's batched op even for 2-D operands.
+    matrix = ops.reshape(kernel, (width, inner) if kernel_last else (inner, width))
+    x = tf.matmul(rows, matrix, transpose_b=kernel_last)
+    if bias is not None:
+        x = ops.add(x, bias)
+    return ops.reshape(x, (*leading, *outer))
 
 
 def _contracted_axes(equation):

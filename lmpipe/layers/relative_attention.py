@@ -6,6 +6,7 @@ from keras import ops
 from lmpipe.arguments import check_dropout, check_positive_int
 from lmpipe.layers.dropout import Dropout
 from lmpipe.layers.initializers import bert_initializer, clone_initializer
+from lmpipe.layers.multi_head_attention import contract_rows
 
 # Logit of a hidden key: low enough to vanish after softmax, finite so that sums stay finite.
 MASKED_LOGIT = -1e30
@@ -147,13 +148,11 @@ class RelativeAttention(keras.layers.Layer):
         """Keys `[B, K, N, d]`, values `[B, K, N, d]` and position keys `[M + 2S, N, d]` (or
         `[B, M + 2S, N, d]` for per-example encodings)."""
         context = value if memory is None else ops.concatenate([memory, value], axis=1)
-        key_heads = ops.einsum("bkh,hnd->bknd", context, self.key_kernel)
-        value_heads = ops.einsum("bkh,hnd->bknd", context, self.value_kernel)
-        rows = "brh" if len(position_encoding.shape) == 3 else "rh"
-        position_heads = ops.einsum(
-            f"{rows},hnd->{rows[:-1]}nd",
-            ops.cast(position_encoding, self.compute_dtype),
-            self.position_kernel,
+        # The projections as 2-D matmuls (`contract_rows`: see `HeadProjection`).
+        key_heads = contract_rows(context, self.key_kernel, 1)  # [B, K, N, d]
+        value_heads = contract_rows(context, self.value_kernel, 1)
+        position_heads = contract_rows(
+            ops.cast(position_encoding, self.compute_dtype), self.position_kernel, 1
         )
         return key_heads, value_heads, position_heads
 
@@ -174,7 +173,7 @@ class RelativeAttention(keras.layers.Layer):
             context_heads = self.compute_context_heads(value, position_encoding, memory)
         key_heads, value_heads, position_heads = context_heads
         key_length = ops.shape(key_heads)[1]
-        query_heads = ops.einsum("bsh,hnd->bsnd", query, self.query_kernel)  # [B, S, N, d]
+        query_heads = contract_rows(query, self.query_kernel, 1)  # [B, S, N, d]
 
         content = ops.einsum("bind,bjnd->bnij", query_heads + self.content_bias, key_heads)
         rows = "brnd" if len(position_heads.shape) == 4 else "rnd"
@@ -211,7 +210,8 @@ class RelativeAttention(keras.layers.Layer):
             ops.cast(probabilities, self.compute_dtype), training=training
         )
         attended = ops.einsum("bnij,bjnd->bind", probabilities, value_heads)  # [B, S, N, d]
-        return ops.einsum("bind,hnd->bih", attended, self.output_kernel)  # [B, S, d_model]
+        # [B, S, d_model]: "bind,hnd->bih"
+        return contract_rows(attended, self.output_kernel, 2, kernel_last=True)
 
     @staticmethod
     def _full_mask(query, attention_mask, memory, memory_mask):

@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 
 from lmpipe.layers import MultiHeadAttention, ScaledDotProductAttention, attention_mask
-from lmpipe.layers.multi_head_attention import HeadProjection
+from lmpipe.layers.multi_head_attention import HeadProjection, contract_rows
 from tests.layer_checks import check_layer
 
 RNG = np.random.default_rng(0)
@@ -248,3 +248,23 @@ def test_head_projection_is_einsum_dense_as_one_matmul(
 
     types = {op.type for op in gradient.get_concrete_function(x).graph.get_operations()}
     assert "MatMul" in types and "BatchMatMulV2" not in types
+
+
+def test_contract_rows_is_the_einsum_of_either_kernel_side():
+    x = tf.random.normal((2, 3, 4, 5))
+    leading = tf.random.normal((4, 5, 6, 7))  # "abcd,cdef->abef"
+    trailing = tf.random.normal((6, 4, 5))  # "abcd,ecd->abe"
+    np.testing.assert_allclose(
+        contract_rows(x, leading, 2), tf.einsum("abcd,cdef->abef", x, leading), atol=1e-5
+    )
+    np.testing.assert_allclose(
+        contract_rows(x, trailing, 2, kernel_last=True),
+        tf.einsum("abcd,ecd->abe", x, trailing),
+        atol=1e-5,
+    )
+    bias = tf.range(42, dtype=tf.float32)
+    np.testing.assert_allclose(
+        contract_rows(x[0], leading[0], 1, bias=bias),
+        tf.einsum("bcd,def->bcef", x[0], leading[0]) + tf.reshape(bias, (6, 7)),
+        atol=1e-5,
+    )
