@@ -109,6 +109,9 @@ class DropoutMaskOp : public OpKernel {
     OP_REQUIRES(context, seed.NumElements() == 2,
                 errors::InvalidArgument("seed must have 2 elements, got ", seed.NumElements()));
     const Tensor& scale = context->input(2);
+    OP_REQUIRES(context, scale.NumElements() == 1,
+                errors::InvalidArgument("scale must be a scalar, got shape ",
+                                        scale.shape().DebugString()));
     Tensor* mask = nullptr;
     OP_REQUIRES_OK(context, context->allocate_output(0, shape, &mask));
     const int64_t size = shape.num_elements();
@@ -122,7 +125,7 @@ class DropoutMaskOp : public OpKernel {
       return;
     }
     uint64_t keep = 0;
-    const T scale_value = scale.scalar<T>()();
+    const T scale_value = scale.flat<T>()(0);
     std::memcpy(&keep, &scale_value, sizeof(T));
     char* out = reinterpret_cast<char*>(mask->flat<T>().data());
     const int bits = bits_;
