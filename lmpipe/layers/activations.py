@@ -51,13 +51,8 @@ def gelu(x):
 def _gelu_with_derivative(x):
     """The exact GELU of a float32 `x`, as Keras computes it, with its derivative
     `Phi(x) + x phi(x)` written out."""
-    cdf = 0.5 * tf.math.erfc(x * -_SQRT_HALF)
-
-    def gradient(upstream):
-        density = tf.exp(-0.5 * tf.square(x)) * _INVERSE_SQRT_2PI
-        return upstream * (cdf + x * density)
-
-    return x * cdf, gradient
+    cdf = _normal_cdf(x)
+    return x * cdf, lambda upstream: upstream * _gelu_derivative(x, cdf)
 
 
 @tf.custom_gradient
@@ -70,15 +65,24 @@ def _gelu_compiled(x):
 @tf.function(jit_compile=True, autograph=False, reduce_retracing=True)
 def _gelu_forward(x):
     x32 = tf.cast(x, tf.float32)
-    return tf.cast(x32 * (0.5 * tf.math.erfc(x32 * -_SQRT_HALF)), x.dtype)
+    return tf.cast(x32 * _normal_cdf(x32), x.dtype)
 
 
 @tf.function(jit_compile=True, autograph=False, reduce_retracing=True)
 def _gelu_backward(x, upstream):
     x32 = tf.cast(x, tf.float32)
-    cdf = 0.5 * tf.math.erfc(x32 * -_SQRT_HALF)
-    density = tf.exp(-0.5 * tf.square(x32)) * _INVERSE_SQRT_2PI
-    return tf.cast(tf.cast(upstream, tf.float32) * (cdf + x32 * density), upstream.dtype)
+    derivative = _gelu_derivative(x32, _normal_cdf(x32))
+    return tf.cast(tf.cast(upstream, tf.float32) * derivative, upstream.dtype)
+
+
+def _normal_cdf(x):
+    """Phi(x), as Keras' exact GELU computes it."""
+    return 0.5 * tf.math.erfc(x * -_SQRT_HALF)
+
+
+def _gelu_derivative(x, cdf):
+    """`Phi(x) + x phi(x)`, given `cdf = Phi(x)`."""
+    return cdf + x * (tf.exp(-0.5 * tf.square(x)) * _INVERSE_SQRT_2PI)
 
 
 _SQRT_HALF = math.sqrt(0.5)
