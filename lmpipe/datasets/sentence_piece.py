@@ -8,7 +8,10 @@ and Hugging Face's `AlbertTokenizer` and `XLNetTokenizer`), in graph ops:
 
 1. Whitespace runs become one space, leading and trailing whitespace goes.
 2. "``" and "''" become '"'.
-3. Unless `keep_accents`: decompose (NFKD) and drop the combining marks (category Mn).
+3. Unless `keep_accents`: decompose (NFKD) and drop the combining marks, the characters
+   whose canonical combining class is not 0 (`unicodedata.combining(c) != 0`, as the
+   originals test). Marks of class 0, such as most Devanagari, Bengali and Thai vowel signs,
+   stay: "नमस्ते" becomes "नमसते" (the virama, class 9, goes), not "नमसत".
 4. With `lower_case`: lower-case.
 
 The model's own normalizer (NFKC by default) then runs inside the op. Pieces that start a word
@@ -16,8 +19,11 @@ begin with "▁" (U+2581); every other piece continues the word before it, which
 whole-word and n-gram masking read from `continuation_mask`.
 """
 
+import functools
 import os
 import pathlib
+import sys
+import unicodedata
 
 import tensorflow as tf
 import tensorflow_text as text
@@ -271,11 +277,32 @@ def prepare(texts, lower_case, keep_accents):
     texts = tf.strings.regex_replace(texts, "^ | $", "")
     texts = tf.strings.regex_replace(texts, "``|''", '"')
     if not keep_accents:
-        texts = text.normalize_utf8(texts, "NFKD")
-        texts = tf.strings.regex_replace(texts, r"\p{Mn}", "")
+        texts = drop_combining_marks(text.normalize_utf8(texts, "NFKD"))
     if lower_case:
         texts = tf.strings.lower(texts, encoding="utf-8")
     return texts
+
+
+def drop_combining_marks(texts):
+    """`texts` without the characters whose canonical combining class is not 0, in graph ops:
+    what ALBERT's and XLNet's `preprocess_text` drop after NFKD (`unicodedata.combining`).
+    Not every mark: category Mn also holds marks of class 0 (Devanagari's "े", Thai's "ั"),
+    which are letters' parts in their scripts, and they stay."""
+    return tf.strings.regex_replace(texts, _combining_marks(), "")
+
+
+@functools.cache
+def _combining_marks():
+    """A regular-expression class of every code point with a nonzero combining class in this
+    Python's `unicodedata` (the originals' test, so ids follow the Unicode version it knows)."""
+    ranges = []
+    for code in range(sys.maxunicode + 1):
+        if unicodedata.combining(chr(code)):
+            if ranges and ranges[-1][1] == code - 1:
+                ranges[-1][1] = code
+            else:
+                ranges.append([code, code])
+    return "[" + "".join(rf"\x{{{a:X}}}-\x{{{b:X}}}" for a, b in ranges) + "]"
 
 
 def _bracketed(piece):

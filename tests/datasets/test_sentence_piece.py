@@ -4,6 +4,7 @@ sentencepiece package, special tokens, words, files, the graph, training."""
 import io
 import json
 import pathlib
+import sys
 import unicodedata
 
 import numpy as np
@@ -17,6 +18,7 @@ from lmpipe.datasets import (
     WordPieceTokenizer,
     load_tokenizer,
 )
+from lmpipe.datasets.sentence_piece import drop_combining_marks, prepare
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 
@@ -75,6 +77,48 @@ def test_ids_equal_the_sentencepiece_packages_after_albert_preprocessing(
     texts = reference["texts"]
     expected = processor.encode([albert_preprocess(t, lower_case) for t in texts])
     assert tokenizer.tokenize(texts).to_list() == expected
+
+
+# Hindi, Thai, Bengali and Tamil: vowel signs of combining class 0 (category Mn or Mc) stay,
+# viramas and the Thai vowels and tone marks of nonzero class go; then accented Latin.
+MARKED_TEXTS = [
+    "नमस्ते दुनिया, हिन्दी में किताबें",
+    "สวัสดีครับ ภาษาไทย น้ำ ผู้ใหญ่",
+    "নমস্কার, বাংলা ভাষা",
+    "வணக்கம், தமிழ் மொழி",
+    "Café naïve Ångström façade Zürich Kraków ǅemal e\u0301",
+]
+
+
+def test_accents_go_as_the_originals_drop_them_not_every_mark():
+    texts = tf.constant(MARKED_TEXTS)
+    for lower_case in (False, True):
+        got = prepare(texts, lower_case=lower_case, keep_accents=False).numpy()
+        expected = [albert_preprocess(t, lower_case) for t in MARKED_TEXTS]
+        assert [t.decode("utf-8") for t in got] == expected
+    hindi = prepare(tf.constant(["नमस्ते"]), lower_case=True, keep_accents=False)
+    assert hindi.numpy()[0].decode("utf-8") == "नमसते"  # the virama goes, the vowel sign "े" stays
+
+
+def test_dropped_marks_are_exactly_those_of_nonzero_combining_class():
+    codes = [c for c in range(sys.maxunicode + 1) if not 0xD800 <= c <= 0xDFFF]
+    chars = tf.constant([chr(c) for c in codes])
+    kept = tf.strings.length(drop_combining_marks(chars)).numpy() > 0
+    dropped = {c for c, k in zip(codes, kept, strict=True) if not k}
+    assert dropped == {c for c in codes if unicodedata.combining(chr(c))}
+    assert len(dropped) > 800 and 0x093E not in dropped and 0x094D in dropped  # ा stays, ् goes
+
+
+@pytest.mark.parametrize("name, lower_case", [("albert", True), ("xlnet", False)])
+def test_indic_and_thai_ids_equal_the_sentencepiece_package_after_the_originals_preprocessing(
+    name, lower_case, request
+):
+    tokenizer = request.getfixturevalue(name)
+    processor = sentencepiece.SentencePieceProcessor(
+        model_file=str(FIXTURES / f"sentence_piece_{name}.model")
+    )
+    expected = processor.encode([albert_preprocess(t, lower_case) for t in MARKED_TEXTS])
+    assert tokenizer.tokenize(MARKED_TEXTS).to_list() == expected
 
 
 # ---------------------------------------------------------------- special tokens and words
