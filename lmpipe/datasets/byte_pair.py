@@ -25,6 +25,7 @@ import tensorflow as tf
 
 from lmpipe.arguments import check_positive_int
 from lmpipe.datasets.tokenizer import HF_TOKENIZER_CONFIG, Tokenizer, read_json
+from lmpipe.datasets.tokenizer_json import byte_pair_file, has_tokenizer_file
 from lmpipe.datasets.wordpiece_trainer import corpus_texts
 
 VOCABULARY_FILE = "vocab.json"
@@ -149,13 +150,20 @@ class BytePairTokenizer(Tokenizer):
     def from_pretrained(cls, directory):
         """The tokenizer of a Hugging Face GPT-2 folder: `vocab.json` and `merges.txt`, with
         `add_prefix_space` and `eos_token` from `tokenizer_config.json` where it has them
-        (GPT-2's defaults, false and `<|endoftext|>`, otherwise)."""
+        (GPT-2's defaults, false and `<|endoftext|>`, otherwise); without `vocab.json`, the
+        vocabulary, merges and `add_prefix_space` of its `tokenizer.json` (transformers 5)."""
         folder = os.fspath(directory)
+        if not os.path.isfile(os.path.join(folder, VOCABULARY_FILE)) and has_tokenizer_file(folder):
+            path, vocabulary, merges, add_prefix_space = byte_pair_file(folder)
+            try:
+                return cls(vocabulary, merges, _hf_settings(folder)["eos_token"], add_prefix_space)
+            except ValueError as error:
+                raise ValueError(f"{path}: {error}") from None
         for file in (VOCABULARY_FILE, MERGES_FILE):
             if not os.path.isfile(os.path.join(folder, file)):
                 raise ValueError(
                     f"{os.path.join(folder, file)} not found: a GPT-2 checkpoint folder needs "
-                    f"its {VOCABULARY_FILE} and {MERGES_FILE}."
+                    f"its {VOCABULARY_FILE} and {MERGES_FILE}, or a tokenizer.json."
                 )
         settings = _hf_settings(folder)
         return cls.from_files(

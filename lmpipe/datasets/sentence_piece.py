@@ -32,6 +32,7 @@ from lmpipe.datasets.tokenizer import (
     Tokenizer,
     hf_tokenizer_settings,
 )
+from lmpipe.datasets.tokenizer_json import has_tokenizer_file, sentence_piece_file
 
 MODEL_FILE = "spiece.model"
 """The model file's name in a saved tokenizer and in ALBERT's and XLNet's checkpoint folders."""
@@ -153,11 +154,22 @@ class SentencePieceTokenizer(Tokenizer):
     def from_pretrained(cls, directory):
         """The tokenizer of a Hugging Face ALBERT or XLNet folder: its `spiece.model`, with
         `do_lower_case` and `keep_accents` from its `tokenizer_config.json` (ALBERT's defaults,
-        true and false, where absent)."""
+        true and false, where absent); or, in a folder without `spiece.model` (as
+        transformers 5 writes them), the model and settings of its `tokenizer.json` (see
+        `lmpipe.datasets.tokenizer_json`)."""
         folder = os.fspath(directory)
         path = os.path.join(folder, MODEL_FILE)
+        if not os.path.isfile(path) and has_tokenizer_file(folder):
+            path, model, lower_case, keep_accents = sentence_piece_file(folder)
+            try:
+                return cls(model, lower_case=lower_case, keep_accents=keep_accents)
+            except ValueError as error:
+                raise ValueError(f"{path}: {error}") from None
         if not os.path.isfile(path):
-            raise ValueError(f"{path} not found: the checkpoint folder needs its {MODEL_FILE}.")
+            raise ValueError(
+                f"{path} not found: the checkpoint folder needs its {MODEL_FILE} or a "
+                "tokenizer.json."
+            )
         settings = hf_tokenizer_settings(folder, {"do_lower_case": True, "keep_accents": False})
         return cls.from_model_file(
             path, lower_case=settings["do_lower_case"], keep_accents=settings["keep_accents"]

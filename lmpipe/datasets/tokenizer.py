@@ -360,10 +360,12 @@ def load_tokenizer(directory):
 def pretrained_tokenizer(directory):
     """The tokenizer of a Hugging Face checkpoint folder, by the files it holds: `vocab.json`
     and `merges.txt` (GPT-2's byte-level BPE), `spiece.model` (ALBERT, XLNet) or `vocab.txt`
-    (BERT's WordPiece), each read by its class's `from_pretrained`."""
+    (BERT's WordPiece), each read by its class's `from_pretrained`; else the `tokenizer.json`
+    that transformers 5 writes instead, by its model (BPE, Unigram or WordPiece)."""
     from lmpipe.datasets.byte_pair import MERGES_FILE, BytePairTokenizer
     from lmpipe.datasets.byte_pair import VOCABULARY_FILE as BYTE_PAIR_VOCABULARY
     from lmpipe.datasets.sentence_piece import MODEL_FILE, SentencePieceTokenizer
+    from lmpipe.datasets.tokenizer_json import has_tokenizer_file, model_type
     from lmpipe.datasets.wordpiece import WordPieceTokenizer
 
     folder = os.fspath(directory)
@@ -373,7 +375,15 @@ def pretrained_tokenizer(directory):
         return SentencePieceTokenizer.from_pretrained(folder)
     if os.path.isfile(os.path.join(folder, "vocab.txt")):
         return WordPieceTokenizer.from_pretrained(folder)
+    if has_tokenizer_file(folder):
+        classes = {
+            "BPE": BytePairTokenizer,
+            "Unigram": SentencePieceTokenizer,
+            "WordPiece": WordPieceTokenizer,
+        }
+        return classes[model_type(folder)].from_pretrained(folder)
     raise ValueError(
         f"No tokenizer in {folder}: a Hugging Face folder needs {BYTE_PAIR_VOCABULARY} and "
-        f"{MERGES_FILE} (GPT-2), {MODEL_FILE} (ALBERT, XLNet) or vocab.txt (BERT)."
+        f"{MERGES_FILE} (GPT-2), {MODEL_FILE} (ALBERT, XLNet), vocab.txt (BERT) or "
+        "tokenizer.json."
     )

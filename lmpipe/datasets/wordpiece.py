@@ -38,6 +38,7 @@ from lmpipe.datasets.tokenizer import (
     Tokenizer,
     hf_tokenizer_settings,
 )
+from lmpipe.datasets.tokenizer_json import has_tokenizer_file, wordpiece_file
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 """The special tokens every lmpipe WordPiece vocabulary has; training puts them first."""
@@ -192,12 +193,26 @@ class WordPieceTokenizer(Tokenizer):
     @classmethod
     def from_pretrained(cls, directory):
         """The tokenizer of a Hugging Face BERT checkpoint folder: its `vocab.txt`,
-        lower-casing as its `tokenizer_config.json` says (`do_lower_case`, True when absent).
+        lower-casing as its `tokenizer_config.json` says (`do_lower_case`, True when absent);
+        or, in a folder without `vocab.txt` (as transformers 5 writes them), the vocabulary
+        and lower-casing of its `tokenizer.json` (see `lmpipe.datasets.tokenizer_json`).
         """
         folder = os.fspath(directory)
         vocabulary = os.path.join(folder, "vocab.txt")
+        if not os.path.isfile(vocabulary) and has_tokenizer_file(folder):
+            path, tokens, lower_case = wordpiece_file(folder)
+            _check_vocabulary(tokens, lambda i: f"{path}, token id {i}", f"The vocabulary {path}")
+            try:
+                return cls(tokens, lower_case=lower_case)
+            except ValueError as error:
+                raise ValueError(
+                    str(error).replace("`vocabulary`", f"The vocabulary {path}")
+                ) from None
         if not os.path.isfile(vocabulary):
-            raise ValueError(f"{vocabulary} not found: the checkpoint folder needs its vocab.txt.")
+            raise ValueError(
+                f"{vocabulary} not found: the checkpoint folder needs its vocab.txt or a "
+                "tokenizer.json."
+            )
         settings = hf_tokenizer_settings(folder, {"do_lower_case": True})
         return cls.from_vocab_file(vocabulary, lower_case=settings["do_lower_case"])
 

@@ -262,11 +262,11 @@ class BertPretraining(EncoderPipeline):
     @classmethod
     def from_pretrained(cls, directory, **options):
         """Continue pretraining a Hugging Face BERT or ALBERT checkpoint folder: its tokenizer
-        (`vocab.txt` or `spiece.model`), its configuration, and its weights in the model
-        `fit` builds (the encoder, and the pretraining heads where the folder has them: see
-        `lmpipe.models.pretrained.load_pretrainer_weights`). `options` as the constructor's;
-        a resumed run reads its checkpoint instead. The folder's `model_type` must be the
-        class's ("bert" for `BertPretraining`, "albert" for `AlbertPretraining`)."""
+        (`vocab.txt`, `spiece.model` or `tokenizer.json`), its configuration, and its weights
+        in the model `fit` builds (the encoder, and the pretraining heads where the folder has
+        them: see `lmpipe.models.pretrained.load_pretrainer_weights`). `options` as the
+        constructor's; a resumed run reads its checkpoint instead. The folder's `model_type`
+        must be the class's ("bert" for `BertPretraining`, "albert" for `AlbertPretraining`)."""
         expected = "albert" if issubclass(cls, AlbertPretraining) else "bert"
         found = checkpoint_model_type(directory)
         if found != expected:

@@ -77,7 +77,7 @@ class FineTuningPipeline(EncoderPipeline):
     @classmethod
     def from_pretrained(cls, directory, *task, **options):
         """Fine-tune a Hugging Face BERT, ALBERT or XLNet checkpoint folder (`config.json`,
-        `model.safetensors`, and `vocab.txt` or `spiece.model`): the encoder of
+        `model.safetensors`, and `vocab.txt`, `spiece.model` or a `tokenizer.json`): the encoder of
         `bert_from_pretrained(directory)` and the WordPiece tokenizer of
         `WordPieceTokenizer.from_pretrained(directory)`, or `albert_from_pretrained` /
         `xlnet_from_pretrained` and `SentencePieceTokenizer.from_pretrained`, as config.json's

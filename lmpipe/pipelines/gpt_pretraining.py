@@ -140,7 +140,8 @@ class GptPretraining(LanguageModelPretraining):
         `export` or continue pretraining with `fit` (a resumed run reads its checkpoint
         instead). The tokenizer is the folder's `vocab.json` and `merges.txt`
         (`BytePairTokenizer`), or the `vocab.txt` or `spiece.model` of a folder that
-        `save_pretrained` wrote from a WordPiece or SentencePiece GPT. `options` as the
+        `save_pretrained` wrote from a WordPiece or SentencePiece GPT, or the folder's
+        `tokenizer.json` where it has none of those (transformers 5). `options` as the
         constructor's; `seq_len` must fit the checkpoint's `n_positions`."""
         from lmpipe.datasets.tokenizer import pretrained_tokenizer
 

@@ -139,8 +139,8 @@ class XLNetPretraining(EncoderPipeline):
     @classmethod
     def from_pretrained(cls, directory, **options):
         """Continue pretraining a Hugging Face XLNet checkpoint folder: its SentencePiece
-        tokenizer (`spiece.model`), its configuration, and its weights (and `lm_loss.bias`
-        where it has one) in the model `fit` builds (see
+        tokenizer (`spiece.model` or `tokenizer.json`), its configuration, and its weights
+        (and `lm_loss.bias` where it has one) in the model `fit` builds (see
         `lmpipe.models.pretrained.load_xlnet_pretrainer_weights`). `options` as the
         constructor's; a resumed run reads its checkpoint instead."""
         found = checkpoint_model_type(directory)

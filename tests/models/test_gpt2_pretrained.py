@@ -67,6 +67,23 @@ def test_the_folders_tokenizer_gives_transformers_ids_and_generation_its_tokens(
     np.testing.assert_array_equal(decoded.token_ids.numpy(), reference["greedy_ids"])
 
 
+def test_a_folder_with_tokenizer_json_instead_of_vocab_json_and_merges_txt(reference, tmp_path):
+    # As transformers 5 writes the folder (tests/datasets/fixtures/tokenizer_json/gpt2 was
+    # written from the same vocab.json and merges.txt).
+    folder = tmp_path / "gpt2"
+    shutil.copytree(CHECKPOINT, folder, ignore=shutil.ignore_patterns("vocab.json", "merges.txt"))
+    written = FIXTURES.parent.parent / "datasets" / "fixtures" / "tokenizer_json" / "gpt2"
+    for file in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copyfile(written / file, folder / file)
+    pipe = GptPretraining.from_pretrained(folder, seq_len=32)
+    original = BytePairTokenizer.from_pretrained(CHECKPOINT)
+    assert pipe.tokenizer.vocabulary == original.vocabulary
+    assert pipe.tokenizer.merges == original.merges
+    texts = [str(text) for text in reference["texts"]]
+    ids = pipe.tokenizer.tokenize(texts).to_tensor(default_value=pipe.tokenizer.pad_id).numpy()
+    np.testing.assert_array_equal(ids, reference["token_ids"])
+
+
 def test_checkpoint_errors_name_the_file_and_the_field_or_weight(tmp_path):
     def copy(name):
         folder = tmp_path / name

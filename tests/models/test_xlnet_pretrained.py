@@ -153,6 +153,22 @@ def test_xlnet_pretraining_continues_from_the_folder():
         XLNetPretraining.from_pretrained(FIXTURES / "albert_tiny")
 
 
+def test_a_folder_with_tokenizer_json_instead_of_spiece_model(tmp_path):
+    # As transformers 5 writes the folder (tests/datasets/fixtures/tokenizer_json/xlnet was
+    # written from the same spiece.model).
+    folder = tmp_path / "xlnet"
+    shutil.copytree(CHECKPOINT, folder, ignore=shutil.ignore_patterns("spiece.model"))
+    written = FIXTURES.parent.parent / "datasets" / "fixtures" / "tokenizer_json" / "xlnet"
+    for file in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copyfile(written / file, folder / file)
+    pipe = XLNetPretraining.from_pretrained(folder, seq_len=16, reuse_len=8)
+    original = SentencePieceTokenizer.from_pretrained(CHECKPOINT)
+    assert pipe.tokenizer.vocabulary == original.vocabulary
+    assert (pipe.tokenizer.lower_case, pipe.tokenizer.keep_accents) == (False, False)
+    texts = ["To be, or not to be: that is the question.", "Café ``naïve'' Ångström"]
+    assert pipe.tokenizer.tokenize(texts).to_list() == original.tokenize(texts).to_list()
+
+
 def test_a_classifier_fine_tunes_the_folder_with_xlnets_packing(reference, tmp_path):
     from lmpipe.pipelines import TextClassifier
 

@@ -4,6 +4,7 @@ import importlib.resources
 import importlib.util
 import json
 import os
+import pathlib
 
 import keras
 import numpy as np
@@ -339,6 +340,37 @@ def test_from_pretrained_builds_the_checkpoint_encoder_and_its_tokenizer(minilm_
     theirs = reference(features)
     for name in ("sequence_output", "pooled_output"):
         np.testing.assert_array_equal(ours[name].numpy(), theirs[name].numpy())
+
+
+TOKENIZER_JSON = pathlib.Path(__file__).parents[1] / "datasets" / "fixtures" / "tokenizer_json"
+
+
+@pytest.mark.slow  # builds and trains a step of the 6-layer MiniLM: about 30 s
+def test_from_pretrained_reads_a_folder_with_only_tokenizer_json(minilm_folder, tmp_path):
+    # The checkpoint without vocab.txt, with the tokenizer.json transformers 5 writes for it.
+    folder = tmp_path / "minilm"
+    folder.mkdir()
+    for file in ("config.json", "model.safetensors"):
+        (folder / file).symlink_to(minilm_folder / file)
+    for file in ("tokenizer.json", "tokenizer_config.json"):
+        (folder / file).write_bytes((TOKENIZER_JSON / "bert_uncased" / file).read_bytes())
+    pipe = TextClassifier.from_pretrained(folder, num_classes=2, seq_len=64)
+    with_vocab = WordPieceTokenizer.from_pretrained(minilm_folder)
+    assert pipe.tokenizer.vocabulary == with_vocab.vocabulary
+    assert pipe.tokenizer.lower_case is with_vocab.lower_case is True
+    texts = ["To be, or not to be.", "Café naïve, ΟΔΥΣΣΕΥΣ! 北京"]
+    features = pipe.encode(texts)
+    ids = with_vocab.tokenize(texts).to_list()
+    assert [
+        row[1 : 1 + len(i)]
+        for row, i in zip(features["token_ids"].numpy().tolist(), ids, strict=True)
+    ] == ids
+    np.testing.assert_array_equal(
+        pipe.build_model().encoder(features)["pooled_output"],
+        bert_from_pretrained(minilm_folder)(features)["pooled_output"],
+    )
+    history = pipe.fit((texts, [0, 1]), batch_size=2, epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"][0])
 
 
 # The genre data -----------------------------------------------------------------------------
