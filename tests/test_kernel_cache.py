@@ -196,7 +196,7 @@ def fake_toolchain(cache, monkeypatch):
 
     def load_op_library(path):
         calls["load"].append(path)
-        return types.SimpleNamespace(lmpipe_masked_lm=lambda **_: None)
+        return types.SimpleNamespace(**{op: lambda **_: None for op in kernels.OPS.values()})
 
     monkeypatch.setattr(kernels, "_run", run)
     monkeypatch.setattr(tf, "load_op_library", load_op_library)
@@ -275,6 +275,60 @@ def test_which_path_runs_is_logged_once_a_process(fake_toolchain, caplog):
         "lmpipe's masked_lm kernel: the caller uses TensorFlow's ops (inside "
         "lmpipe.kernels.ops_only())",
     ]
+
+
+# `lmpipe kernels status`.
+
+
+def test_kernels_status_says_what_is_cached_loaded_and_used(fake_toolchain, capsys):
+    from lmpipe.cli import main
+
+    assert main(["kernels", "status"]) == 0
+    first = capsys.readouterr().out.splitlines()
+    entry = kernels.cache_entry("masked_lm")
+    masker = first.index(f"masked_lm: {entry.library}")
+    assert first[0] == f"cache: {kernels.cache_directory()} (private; $LMPIPE_KERNEL_CACHE sets it)"
+    assert first[masker + 1 : masker + 4] == [
+        "  cached: no (is not built yet)",
+        "  loaded: yes (built now)",
+        "  MaskedLMMasker: the compiled op; TensorFlow's ops under XLA and inside ops_only() "
+        "(tf.data service)",
+    ]
+    size = os.path.getsize(entry.library)
+    pathlib.Path(entry.library).write_bytes(b"\x7fELF cut")
+    kernels._load_once.cache_clear()  # as a new process
+    with pytest.warns(RuntimeWarning, match="rebuilding it"):
+        main(["kernels", "status"])
+    lines = capsys.readouterr().out.splitlines()
+    refused = f"  cached: refused (it is 8 bytes, not the {size} its build wrote (truncated?))"
+    assert lines[masker + 1 : masker + 3] == [refused, "  loaded: yes (built now)"]
+    kernels._load_once.cache_clear()
+    main(["kernels", "status"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[masker + 1 : masker + 3] == [
+        "  cached: yes (size and SHA-256 as its build recorded)",
+        "  loaded: yes",
+    ]
+
+
+def test_kernels_status_without_a_compiler(cache, monkeypatch, capsys):
+    from lmpipe.cli import main
+
+    monkeypatch.setattr(kernels, "compiler", lambda: None)
+    main(["kernels", "status"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == "compiler: none (set $CXX, or install g++)"
+    masker = lines.index("masked_lm: no cache entry")
+    assert lines[masker + 1 : masker + 4] == [
+        "  cached: no (no C++ compiler found (set $CXX, or install g++))",
+        "  loaded: no (lmpipe's masked_lm kernel is unavailable: no C++ compiler found (set "
+        "$CXX, or install g++))",
+        "  MaskedLMMasker: TensorFlow's ops (the same masks, slower)",
+    ]
+    word2vec = lines.index("word2vec_sgd: no cache entry")
+    assert lines[word2vec + 3] == (
+        "  Word2Vec's update: update='auto' trains with 'batched'; update='sequential' is an error"
+    )
 
 
 # The build lock.
