@@ -24,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from lmpipe.arguments import check_bool, check_number, check_positive_int
-from lmpipe.kernels import optional_kernel
+from lmpipe.kernels import note_path, optional_kernel
 from lmpipe.layers.xla_context import compiling_with_xla
 
 _PHILOX = 1  # RNG_ALG_PHILOX, tensorflow/core/framework/rng_alg.h
@@ -137,9 +137,10 @@ class MaskedLMMasker:
         max_ngram: longest span in words (or tokens), 1 for BERT's single words or tokens.
 
     Call arguments:
-        token_ids: int `[B, S]` packed and padded token ids, each in `[0, vocabulary_size)`
-            (the compiled op raises an `InvalidArgumentError` naming the row and
-            position of one that is not).
+        token_ids: int `[B, S]` packed and padded token ids, each in `[0, vocabulary_size)`:
+            one that is not is an `InvalidArgumentError` naming its row and position, from
+            the compiled op and TensorFlow's ops alike (except under XLA, which has no
+            run-time errors: check the ids before). `S` may be 0: nothing is selected.
         seed: int `[2]` seed of the stateless random ops; fold in the batch index (and epoch
             and worker) so that every batch gets its own masks.
 
@@ -266,10 +267,60 @@ class MaskedLMMasker:
 
     def __call__(self, token_ids, seed):
         token_ids, seed = self._check_call(token_ids, seed)
-        if not compiling_with_xla():
+        if compiling_with_xla():
+            note_path("masked_lm", "TensorFlow's ops", "an XLA-compiled function")
+        else:
             kernel = optional_kernel("masked_lm")
             if kernel is not None:
                 return self._compiled(kernel, token_ids, seed)
+        if token_ids.shape[1] == 0:
+            return self._nothing_to_mask(token_ids)
+        if token_ids.shape[1] is None:
+            # The ops below gather and scatter at position 0 of each row, which needs one.
+            return tf.cond(
+                tf.shape(token_ids)[1] > 0,
+                lambda: self._mask(self._checked_ids(token_ids), seed),
+                lambda: self._nothing_to_mask(token_ids),
+            )
+        return self._mask(self._checked_ids(token_ids), seed)
+
+    def _nothing_to_mask(self, token_ids):
+        """The outputs for rows of length 0, as the compiled op gives them."""
+        lists = tf.zeros(tf.stack([tf.shape(token_ids)[0], self.max_predictions]), tf.int32)
+        return {
+            "token_ids": token_ids,
+            "mask_positions": lists,
+            "mask_ids": lists,
+            "mask_weights": tf.cast(lists, tf.float32),
+        }
+
+    def _checked_ids(self, token_ids):
+        """`token_ids`, once each is known to be an id in [0, vocabulary_size): else an
+        `InvalidArgumentError` names the first that is not, as the compiled op does. XLA
+        compiles assertions to nothing: there the ids are not checked."""
+        if compiling_with_xla():
+            return token_ids
+        flat = tf.reshape(token_ids, [-1])
+        outside = (flat < 0) | (flat >= self.vocabulary_size)
+
+        def fail():
+            # The message is made only when an id is outside.
+            first = tf.argmax(tf.cast(outside, tf.int32), output_type=tf.int32)
+            length = tf.shape(token_ids, out_type=tf.int32)[1]
+            message = tf.strings.format(
+                "token_ids[{}, {}] = {} is not a token id in [0, vocabulary_size="
+                f"{self.vocabulary_size})",
+                (first // length, first % length, flat[first]),
+            )
+            if tf.executing_eagerly():
+                raise tf.errors.InvalidArgumentError(None, None, message.numpy().decode())
+            with tf.control_dependencies([tf.debugging.Assert(False, [message])]):
+                return tf.identity(token_ids)
+
+        return tf.cond(tf.reduce_any(outside), fail, lambda: token_ids)
+
+    def _mask(self, token_ids, seed):
+        """`__call__` with TensorFlow's ops, for rows of at least one position."""
         random = _RandomStreams(seed)
         maskable = self._maskable(token_ids)  # [B, S]
         budget = self._num_to_predict(token_ids, maskable)  # [B]
@@ -345,6 +396,9 @@ class MaskedLMMasker:
                 f"`seed` must be an integer tensor of shape [2], got dtype {seed.dtype.name} "
                 f"and shape {seed.shape}."
             )
+        if token_ids.dtype.size > 4 or token_ids.dtype == tf.uint32:
+            # Before the cast to int32, which would wrap an id past 2**31 into the range.
+            token_ids = self._checked_ids(token_ids)
         return tf.cast(token_ids, tf.int32), seed
 
     def _maskable(self, token_ids):

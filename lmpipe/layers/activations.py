@@ -64,15 +64,20 @@ def _gelu_compiled(x):
 
 @tf.function(jit_compile=True, autograph=False, reduce_retracing=True)
 def _gelu_forward(x):
-    x32 = tf.cast(x, tf.float32)
-    return tf.cast(x32 * _normal_cdf(x32), x.dtype)
+    wide = tf.cast(x, _at_least_float32(x.dtype))
+    return tf.cast(wide * _normal_cdf(wide), x.dtype)
 
 
 @tf.function(jit_compile=True, autograph=False, reduce_retracing=True)
 def _gelu_backward(x, upstream):
-    x32 = tf.cast(x, tf.float32)
-    derivative = _gelu_derivative(x32, _normal_cdf(x32))
-    return tf.cast(tf.cast(upstream, tf.float32) * derivative, upstream.dtype)
+    wide = tf.cast(x, _at_least_float32(x.dtype))
+    derivative = _gelu_derivative(wide, _normal_cdf(wide))
+    return tf.cast(tf.cast(upstream, wide.dtype) * derivative, upstream.dtype)
+
+
+def _at_least_float32(dtype):
+    """float32 for 16-bit floats, else `dtype` (float64 stays float64)."""
+    return keras.backend.result_type(dtype, "float32")
 
 
 def _normal_cdf(x):

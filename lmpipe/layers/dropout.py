@@ -10,7 +10,9 @@ and about 55% less in bfloat16.
 
 The probability of dropping is `round(rate * 2**16) / 2**16`, within 2**-17 of `rate`; rates
 under 2**-10 compare whole 32-bit words instead, so that they are not rounded to 0. A given
-seed gives other masks than Keras' Dropout; the same seed gives the same masks.
+seed gives other masks than Keras' Dropout; the same seed gives the same masks. Rate 1, and
+rates whose scale `1 / (1 - rate)` the dtype cannot hold (float16 above 0.99998), give zeros,
+as Keras' Dropout does (`drops_everything`).
 
 On a machine without GPUs, outside XLA, the mask is one compiled op (lmpipe's `dropout_mask`
 kernel: the same Philox words from a vectorized generator, compared and scaled in one pass),
@@ -21,7 +23,7 @@ machines, inside `lmpipe.kernels.ops_only()` and where the kernel cannot be buil
 import keras
 import tensorflow as tf
 
-from lmpipe.kernels import optional_kernel
+from lmpipe.kernels import note_path, optional_kernel
 from lmpipe.layers.xla_context import compiling_with_xla
 
 _HALF_WORD = 2**16
@@ -50,6 +52,8 @@ class Dropout(keras.layers.Dropout):
     def call(self, inputs, training=False):
         if not training or self.rate == 0 or self.noise_shape is not None:
             return super().call(inputs, training=training)
+        if drops_everything(self.rate, inputs.dtype):
+            return tf.zeros_like(inputs)
         seed = self.seed_generator.next()
         # The stateless random ops take int32 seeds under XLA (Keras' own dropout does this).
         seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
@@ -59,12 +63,22 @@ class Dropout(keras.layers.Dropout):
 def scaled_keep_mask(shape, rate, seed, dtype):
     """`keep_mask` as `dtype`, its kept elements `1 / (1 - rate)` (as `dtype` rounds it), the
     others 0: from the compiled op where the module docstring says, else from `keep_mask`."""
+    if drops_everything(rate, dtype):
+        return tf.zeros(shape, dtype)
     scale = tf.cast(1.0 / (1.0 - rate), dtype)
     kernel = _mask_kernel()
     if kernel is not None:
         bits, threshold = _comparison(rate)
         return kernel.lmpipe_dropout_mask(shape, seed, scale, threshold=threshold, bits=bits)
     return tf.cast(keep_mask(shape, rate, seed), dtype) * scale
+
+
+def drops_everything(rate, dtype):
+    """Whether dropout at `rate` gives zeros in `dtype`: at rate 1, and where the scale
+    `1 / (1 - rate)` exceeds the dtype's largest value (float16 above rate 0.99998), which
+    would make the kept elements inf and the product of the others with it NaN. Keras' Dropout
+    gives zeros there too (float16 draws never exceed such rates)."""
+    return rate >= 1 or 1.0 / (1.0 - rate) > float(tf.as_dtype(dtype).max)
 
 
 def keep_mask(shape, rate, seed):
@@ -94,7 +108,11 @@ def _comparison(rate):
 def _mask_kernel():
     """The compiled mask's op module, or None where TensorFlow's ops build the mask: under XLA,
     on machines with GPUs (the op runs on CPUs only), inside `ops_only()`, without the kernel."""
-    if compiling_with_xla() or tf.config.list_physical_devices("GPU"):
+    if compiling_with_xla():
+        note_path("dropout_mask", "TensorFlow's ops", "an XLA-compiled function")
+        return None
+    if tf.config.list_physical_devices("GPU"):
+        note_path("dropout_mask", "TensorFlow's ops", "a machine with GPUs")
         return None
     return optional_kernel("dropout_mask")
 

@@ -5,6 +5,8 @@ probability `p` and allow 5 binomial standard deviations, `|f - p| <= 5 sqrt(p (
 a correct implementation fails one such check with probability below 1e-6.
 """
 
+import contextlib
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -635,12 +637,55 @@ def test_under_xla_the_masker_uses_tensorflow_ops():
     assert KERNEL_OP not in {operation.type for operation in graph.get_operations()}
 
 
-@needs_compiler
-def test_compiled_op_rejects_ids_outside_the_vocabulary_naming_the_position():
+def masking_path(path):
+    """The context in which the masker takes `path`: the compiled op or TensorFlow's ops."""
+    if path == "compiled":
+        if kernels.compiler() is None:
+            pytest.skip("no C++ compiler to build lmpipe's kernels")
+        return contextlib.nullcontext()
+    return kernels.ops_only()
+
+
+@pytest.mark.parametrize("path", ["compiled", "tensorflow-ops"])
+@pytest.mark.parametrize("run", ["eager", "graph", "tf.data"])
+@pytest.mark.parametrize(
+    ("bad_id", "dtype"), [(VOCAB + 5, np.int32), (-3, np.int32), (2**32 + 7, np.int64)]
+)
+def test_ids_outside_the_vocabulary_raise_naming_row_and_position(path, run, bad_id, dtype):
+    """Both paths refuse the same ids with the same message (an int64 id past 2**32 is not
+    wrapped into the vocabulary by the cast to int32)."""
     masker = MaskedLMMasker(VOCAB, MASK, SPECIALS)
-    rows = np.array([[CLS, 10, SEP], [CLS, VOCAB + 5, SEP]], np.int32)
-    with pytest.raises(tf.errors.InvalidArgumentError, match=r"token_ids\[1, 1\] = 1005 is not"):
-        masker(rows, [0, 0])
+    rows = np.array([[CLS, 10, 11, SEP], [CLS, 12, bad_id, SEP], [CLS, bad_id, 9, SEP]], dtype)
+    seed = tf.constant([0, 0], tf.int64)
+    calls = {
+        "eager": lambda: masker(rows, seed),
+        "graph": lambda: tf.function(masker)(tf.constant(rows), seed),
+        "tf.data": lambda: list(
+            tf.data.Dataset.from_tensors(rows).map(lambda x: masker(x, seed)).as_numpy_iterator()
+        ),
+    }
+    message = rf"token_ids\[1, 2\] = {bad_id} is not a token id in \[0, vocabulary_size=1000\)"
+    with masking_path(path), pytest.raises(tf.errors.InvalidArgumentError, match=message):
+        calls[run]()
+
+
+@pytest.mark.parametrize("path", ["compiled", "tensorflow-ops", "xla"])
+@pytest.mark.parametrize("shape", [(3, 0), (0, 5)], ids=["rows-of-length-0", "no-rows"])
+@pytest.mark.parametrize("static", [True, False], ids=["static", "unknown-shape"])
+def test_empty_batches_give_empty_outputs_of_their_shapes(path, shape, static):
+    masker = MaskedLMMasker(VOCAB, MASK, SPECIALS, max_predictions=4)
+    spec = tf.TensorSpec(shape if static else [None, None], tf.int32)
+    call = tf.function(masker, input_signature=[spec, tf.TensorSpec([2], tf.int32)])
+    if path == "xla":
+        call = tf.function(masker, jit_compile=True)
+    with masking_path("tensorflow-ops" if path == "xla" else path):
+        out = call(tf.zeros(shape, tf.int32), tf.constant([4, 2]))
+    assert out["token_ids"].shape == shape and out["token_ids"].dtype == tf.int32
+    for key, dtype in (("mask_positions", tf.int32), ("mask_ids", tf.int32)):
+        assert out[key].dtype == dtype
+    assert out["mask_weights"].dtype == tf.float32
+    for key in ("mask_positions", "mask_ids", "mask_weights"):
+        np.testing.assert_array_equal(out[key].numpy(), np.zeros((shape[0], 4)), err_msg=key)
 
 
 # Arguments.

@@ -100,3 +100,30 @@ def test_large_gelu_is_xla_compiled_outside_xla_with_the_same_values_and_derivat
     # Below the size, or of an unknown shape, TensorFlow's ops: no compilation per shape.
     small = forward_and_gradient.get_concrete_function(tf.TensorSpec([None, 1024], dtype))
     assert not any(op.type.endswith("PartitionedCall") for op in small.graph.get_operations())
+
+
+@pytest.mark.parametrize("size", [997, 2**20], ids=["tensorflow-ops", "xla-compiled"])
+def test_float64_gelu_and_its_derivative_are_float64(size):
+    """float64 in, float64 computation: the exact GELU and derivative to 1e-13 (a float32
+    computation is 1e-7 away), below and above the size that takes the compiled GELU."""
+    values = np.linspace(-10.0, 10.0, size).reshape(-1, 997 if size == 997 else 1024)
+    x = tf.constant(values)
+
+    @tf.function(autograph=False)
+    def forward_and_gradient(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = gelu(x)
+        return y, tape.gradient(y, x, output_gradients=tf.ones_like(y))
+
+    y, gradient = forward_and_gradient(x)
+    assert y.dtype == gradient.dtype == tf.float64
+    sample = values.ravel()[:: max(1, size // 2000)]  # the exact formula in Python, per value
+    exact = [0.5 * v * (1 + erf(v / np.sqrt(2))) for v in sample]
+    exact_derivative = [
+        0.5 * (1 + erf(v / np.sqrt(2))) + v * np.exp(-(v**2) / 2) / np.sqrt(2 * np.pi)
+        for v in sample
+    ]
+    step = max(1, size // 2000)
+    np.testing.assert_allclose(y.numpy().ravel()[::step], exact, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(gradient.numpy().ravel()[::step], exact_derivative, atol=1e-13)

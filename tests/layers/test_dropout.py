@@ -1,5 +1,7 @@
 """lmpipe's Dropout: Keras' contract (rate, scale, identity at inference) with a cheaper mask."""
 
+import contextlib
+
 import keras
 import numpy as np
 import pytest
@@ -121,3 +123,33 @@ def test_compiled_mask_in_a_graph_with_its_gradient():
     np.testing.assert_allclose(gradient, 2 * np.array(x) * mask**2, rtol=1e-6)
     with kernels.ops_only():
         np.testing.assert_array_equal(Dropout(0.25, seed=1)(x, training=True), y)
+
+
+@pytest.mark.parametrize(
+    ("rate", "dtype"),
+    [(1.0, "float32"), (1.0, "bfloat16"), (1.0, "float16"), (0.99999, "float16")],
+)
+@pytest.mark.parametrize("path", ["compiled", "tensorflow-ops"])
+def test_rates_that_keep_nothing_give_zeros_as_keras_does(rate, dtype, path):
+    """Rate 1, and float16 rates whose scale 1 / (1 - rate) float16 cannot hold, give zeros
+    (not a ZeroDivisionError, NaN or inf) on both paths, as Keras' Dropout does."""
+    if path == "compiled" and kernels.compiler() is None:
+        pytest.skip("no C++ compiler to build lmpipe's kernels")
+    from lmpipe.layers.dropout import scaled_keep_mask
+
+    x = tf.ones((64, 1024), dtype)
+    context = kernels.ops_only() if path == "tensorflow-ops" else contextlib.nullcontext()
+    with context:
+        y = Dropout(rate, seed=5, dtype=dtype)(x, training=True)
+        mask = scaled_keep_mask(tf.constant([64, 1024]), rate, tf.constant([5, 6]), dtype)
+    assert y.dtype == mask.dtype == dtype
+    np.testing.assert_array_equal(tf.cast(y, "float32").numpy(), np.zeros((64, 1024)))
+    np.testing.assert_array_equal(tf.cast(mask, "float32").numpy(), np.zeros((64, 1024)))
+    keras_output = keras.layers.Dropout(rate, seed=5, dtype=dtype)(x, training=True)
+    np.testing.assert_array_equal(tf.cast(keras_output, "float32").numpy(), np.zeros((64, 1024)))
+
+
+def test_rates_close_to_one_keep_some_where_the_dtype_holds_the_scale():
+    layer = Dropout(0.99999, seed=5, dtype="float32")
+    y = layer(tf.ones((1024, 1024)), training=True).numpy()  # 16 kept, on average
+    assert set(np.unique(y).tolist()) == {0.0, np.float32(1 / (1 - 0.99999))}

@@ -130,3 +130,39 @@ def _traced(layer, x, upstream):
         y = layer(x)
         total = tf.reduce_sum(y * upstream)
     return [y, *tape.gradient(total, [x, layer.gamma, layer.beta])]
+
+
+@pytest.mark.parametrize("policy", ["dtype-argument", "global-policy"])
+def test_float64_layers_normalize_in_float64(policy):
+    """Under a float64 policy the values and gradients are float64 ones: Keras' layer to
+    1e-12, where a float32 computation would be 1e-7 away."""
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(3, 5, 16)) * rng.uniform(0.1, 30, size=(3, 5, 1)) + 7.0
+    gamma, beta = rng.normal(size=(2, 16))
+    upstream = rng.normal(size=(3, 5, 16))
+    results = []
+    for cls in (LayerNormalization, keras.layers.LayerNormalization):
+        if policy == "global-policy":
+            previous = keras.config.dtype_policy()
+            keras.config.set_dtype_policy("float64")
+            try:
+                layer = cls(epsilon=EPSILON)
+            finally:
+                keras.config.set_dtype_policy(previous)
+        else:
+            layer = cls(epsilon=EPSILON, dtype="float64")
+        layer.build((None, None, 16))
+        layer.gamma.assign(gamma)
+        layer.beta.assign(beta)
+        inputs = tf.constant(x)
+        with tf.GradientTape() as tape:
+            tape.watch(inputs)
+            y = layer(inputs)
+            total = tf.reduce_sum(y * upstream)
+        gradients = tape.gradient(total, [inputs, layer.gamma, layer.beta])
+        assert y.dtype == gradients[0].dtype == tf.float64
+        results.append([t.numpy() for t in [y, *gradients]])
+    for index, (ours, theirs) in enumerate(zip(*results, strict=True)):
+        np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-12, err_msg=str(index))
+    for value, expected in zip(results[0], reference(x, gamma, beta, upstream), strict=True):
+        np.testing.assert_allclose(value, expected, rtol=0, atol=1e-12)
