@@ -3,6 +3,7 @@
 `*ForTokenClassification` or `*ForQuestionAnswering` folder that `transformers` loads with the
 trained head."""
 
+import math
 import pathlib
 
 import keras
@@ -93,17 +94,25 @@ def task_checkpoint(model, tokenizer=None, labels=None):
     """`(architecture, entries, config.json fields)` of `save_task_pretrained`: the checkpoint
     entries (name, variable, checkpoint shape, conversion) of every weight the Hugging Face
     class has, checked to cover every weight that reaches the model's outputs."""
-    task = next((suffix for kind, suffix in _TASKS.items() if isinstance(model, kind)), None)
-    if task is None:
+    if not isinstance(model, tuple(_TASKS)):
         raise ValueError(
             "`model` must be a SequenceClassifier, TokenClassifier or SpanPredictor, got "
             f"{type(model).__name__}."
         )
     family, config = encoder_config_of(model.encoder)
+    architecture, entries = _task_entries(model, family, config)
+    _check_covered(model, entries, architecture)
+    hf = _hf_config(config, tokenizer)
+    hf.update(_head_fields(model, family, labels))
+    return architecture, entries, hf
+
+
+def _task_entries(model, family, config):
+    """The architecture's name and the checkpoint entries of the encoder and the head."""
     prefix, stem = _FAMILIES[family]
+    task = next(suffix for kind, suffix in _TASKS.items() if isinstance(model, kind))
     sequence = isinstance(model, SequenceClassifier)
-    h = config.hidden_dim
-    encoder = model.encoder
+    encoder, head, h = model.encoder, model.head, config.hidden_dim
     if family == "xlnet":
         entries = _xlnet_weight_map(encoder, config, pooler=sequence)
     else:
@@ -118,7 +127,6 @@ def task_checkpoint(model, tokenizer=None, labels=None):
         else:
             name = prefix + name
         named.append((name, *rest))
-    head = model.head
     if sequence:
         pooler = encoder.get_layer("pooler")
         if pooler.activation is not keras.activations.tanh or not pooler.use_bias:
@@ -138,33 +146,37 @@ def task_checkpoint(model, tokenizer=None, labels=None):
         named += _linear(head.span_dense, "qa_outputs", 2, h)
         if family == "xlnet":
             task += "Simple"
-    architecture = stem + task
-    _check_covered(model, named, architecture, pooler_unused=not sequence)
+    return stem + task, named
 
-    hf = _hf_config(config, tokenizer)
+
+def _head_fields(model, family, labels):
+    """config.json's fields for the head: the classes, the head's dropout, `problem_type`."""
     if isinstance(model, SpanPredictor):
         if labels is not None:
             raise ValueError("`labels` is for classifiers and taggers; a SpanPredictor has none.")
-    else:
-        names = _label_names(labels, model.num_classes)
-        hf["num_labels"] = len(names)
-        hf["id2label"] = {str(index): name for index, name in enumerate(names)}
-        hf["label2id"] = {name: index for index, name in enumerate(names)}
-        dropout = float(model.dropout)
-        if family == "bert":
-            hf["classifier_dropout"] = dropout
-        elif family == "albert":
-            hf["classifier_dropout_prob"] = dropout
-        elif sequence:
-            hf.update(
-                summary_type="last",
-                summary_use_proj=True,
-                summary_activation="tanh",
-                summary_last_dropout=dropout,
-            )
-        if sequence:
-            hf["problem_type"] = "single_label_classification"
-    return architecture, named, hf
+        return {}  # qa_outputs' two "labels" are Hugging Face's default num_labels
+    names = _label_names(labels, model.num_classes)
+    fields = {
+        "num_labels": len(names),
+        "id2label": {str(index): name for index, name in enumerate(names)},
+        "label2id": {name: index for index, name in enumerate(names)},
+    }
+    sequence = isinstance(model, SequenceClassifier)
+    dropout = float(model.dropout)
+    if family == "bert":
+        fields["classifier_dropout"] = dropout
+    elif family == "albert":
+        fields["classifier_dropout_prob"] = dropout
+    elif sequence:
+        fields.update(
+            summary_type="last",
+            summary_use_proj=True,
+            summary_activation="tanh",
+            summary_last_dropout=dropout,
+        )
+    if sequence:
+        fields["problem_type"] = "single_label_classification"
+    return fields
 
 
 def _label_names(labels, num_classes):
@@ -180,21 +192,18 @@ def _label_names(labels, num_classes):
     return names
 
 
-def _check_covered(model, entries, architecture, pooler_unused):
+def _check_covered(model, entries, architecture):
     """Every weight that reaches `model`'s outputs must be written once, with the size the
     checkpoint shape says: otherwise the folder would load with other predictions."""
     for name, variable, shape, _ in entries:
-        size = 1
-        for dim in shape:
-            size *= dim
-        if int(variable.numpy().size) != size:
+        if math.prod(variable.shape) != math.prod(shape):
             raise ValueError(
                 f"{variable.path} has shape {tuple(variable.shape)}, but {architecture}'s "
                 f"{name!r} is {shape} by the encoder's configuration."
             )
     written = {id(variable) for _, variable, _, _ in entries}
     unused = set()
-    if pooler_unused:  # the token and span heads read the sequence output, never the pooler
+    if not isinstance(model, SequenceClassifier):  # token and span heads never read the pooler
         unused = {id(weight) for weight in model.encoder.get_layer("pooler").weights}
     left = [w.path for w in model.weights if id(w) not in written and id(w) not in unused]
     if left:
