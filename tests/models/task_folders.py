@@ -9,9 +9,10 @@ case:
 - MODEL_CASES: `SequenceClassifier`, `TokenClassifier` and `SpanPredictor` on tiny BERT,
   ALBERT and XLNet encoders (vocabulary 50, hidden 16), written by
   `lmpipe.models.save_task_pretrained`, run on the fixed ids of `model_inputs`;
-- PIPELINE_CASES: trained-shape pipelines with real tokenizers (a WordPiece vocabulary
-  below, the SentencePiece models of the tiny ALBERT and XLNet fixtures), written by
-  `pipe.save_pretrained`, run on the texts below from the tokenizers' own ids.
+- PIPELINE_CASES: pipelines with their model built (not trained) and real tokenizers (a
+  WordPiece vocabulary below, the SentencePiece models of the tiny ALBERT and XLNet
+  fixtures), written by `pipe.save_pretrained`, run on the texts below from the tokenizers'
+  own ids.
 """
 
 import pathlib
