@@ -753,6 +753,10 @@ def _load_pipeline(directory):
 def _export(arguments):
     directory = _require_saved_pipeline(arguments.pipeline)
     pipe = _load_pipeline(directory)
+    if arguments.format == "hf":
+        from lmpipe.hugging_face_export import export_hugging_face
+
+        return export_hugging_face(pipe, arguments)
     options = _export_options(pipe, arguments.outputs, "--outputs")
     path = pipe.export(
         arguments.base_dir, version=arguments.version, overwrite=arguments.overwrite, **options
@@ -1960,12 +1964,18 @@ def build_parser():
         "export",
         parents=[common],
         formatter_class=_Help,
-        help="export a saved pipeline for TF Serving",
+        help="export a saved pipeline for TF Serving (or as a Hugging Face folder)",
     )
     export.add_argument(
         "pipeline", help="directory written by pipe.save(), or the --out of a training command"
     )
-    export.add_argument("base_dir", help="TF Serving model base directory")
+    export.add_argument("base_dir", help="TF Serving model base directory (hf: the folder)")
+    export.add_argument(
+        "--format",
+        choices=("saved_model", "hf"),
+        default="saved_model",
+        help="saved_model for TF Serving; hf: pipe.save_pretrained, a transformers folder",
+    )
     export.add_argument(
         "--version", type=int, default=None, help="version number (default: the next one)"
     )

@@ -13,6 +13,7 @@ from lmpipe.models.pretrained import (
     untrained_copy,
     xlnet_from_pretrained,
 )
+from lmpipe.models.pretrained_tasks import encoder_config_of, save_task_pretrained
 from lmpipe.models.rnn_seq2seq import RnnSeq2Seq, RnnSeq2SeqConfig, rnn_seq2seq
 from lmpipe.models.samplers import (
     BeamSampler,
@@ -72,6 +73,8 @@ __all__ = [
     "gpt2_from_pretrained",
     "save_pretrained",
     "save_pretrainer",
+    "save_task_pretrained",
+    "encoder_config_of",
     "xlnet_from_pretrained",
     "untrained_copy",
     "count_parameters",

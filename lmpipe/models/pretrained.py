@@ -682,6 +682,9 @@ def _save_hf_tokenizer(directory, tokenizer, model_type):
         settings["keep_accents"] = tokenizer.keep_accents
         names = {"xlnet": "XLNetTokenizer", "albert": "AlbertTokenizer"}
         settings["tokenizer_class"] = names.get(model_type, "AlbertTokenizer")
+        # transformers' ALBERT and XLNet tokenizers leave the segment ids out unless told to;
+        # lmpipe's models read them (pairs, XLNet's <cls> segment), so they must reach the model.
+        settings["model_input_names"] = ["input_ids", "token_type_ids", "attention_mask"]
     else:
         with open(directory / VOCABULARY_FILE, "w", encoding="utf-8", newline="\n") as file:
             file.writelines(token + "\n" for token in tokenizer.vocabulary)

@@ -173,6 +173,31 @@ class FineTuningPipeline(EncoderPipeline):
         """BERT's initializer for the task's head, seeded by the pipeline's `seed`."""
         return keras.initializers.TruncatedNormal(stddev=0.02, seed=self.options.seed)
 
+    # Save ---------------------------------------------------------------------------------------
+
+    def class_names(self):
+        """The names of the head's classes, written as a Hugging Face config.json's `id2label`
+        (None: "0", "1", ...; a span answerer has no classes)."""
+        return None
+
+    def save_pretrained(self, directory, heads=None):
+        """Write the fine-tuned model and the tokenizer as a Hugging Face folder: with its task
+        head (`heads` None or True), `BertForSequenceClassification`,
+        `*ForTokenClassification`, `*ForQuestionAnswering` and the ALBERT and XLNet ones, with
+        `num_labels`, `id2label` and `label2id` (see `lmpipe.models.save_task_pretrained`);
+        with `heads=False` the fine-tuned encoder alone (`BertModel`, `AlbertModel`,
+        `XLNetModel`). A ValueError, before anything is written, names what Hugging Face's
+        classes cannot express."""
+        from lmpipe.models.pretrained import save_pretrained
+        from lmpipe.models.pretrained_tasks import encoder_config_of, save_task_pretrained
+
+        model = self.require_model()
+        if heads is False:
+            _, config = encoder_config_of(model.encoder)
+            save_pretrained(directory, model.encoder, config, self.tokenizer)
+        else:
+            save_task_pretrained(directory, model, self.tokenizer, self.class_names())
+
     def run_config(self):
         encoder = self._initial_encoder
         return {

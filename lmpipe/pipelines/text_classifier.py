@@ -231,6 +231,10 @@ class TextClassifier(FineTuningPipeline):
 
     # Save, load, export -----------------------------------------------------------------------
 
+    def class_names(self):
+        """The `labels` option: the class names a Hugging Face folder's `id2label` holds."""
+        return self.options.labels
+
     @classmethod
     def from_parts(cls, saved, config, options):
         model = saved.keras_model()

@@ -390,6 +390,10 @@ class TokenTagger(FineTuningPipeline):
 
     # Save, load, export -----------------------------------------------------------------------
 
+    def class_names(self):
+        """The tags: a Hugging Face folder's `id2label`, each word's tag on its first piece."""
+        return self.options.tags
+
     @classmethod
     def from_parts(cls, saved, config, options):
         model = saved.keras_model()
