@@ -302,11 +302,15 @@ def test_bad_generation_arguments_are_rejected_with_their_name(model):
         ("p", 0.0),
         ("p", 1.5),
         ("temperature", 0.0),
-        ("strategy", "beam"),
+        ("strategy", "sample"),
+        ("beam_width", 0),
+        ("length_penalty", "long"),
         ("seed", None),
     ):
         with pytest.raises(ValueError, match=name):
             run(**{"strategy": "top_p", name: value})
+    with pytest.raises(ValueError, match="return_logits"):
+        run(strategy="beam", return_logits=True)
     with pytest.raises(ValueError, match="prompt_mask"):
         generate(model, PROMPTS, MASKS[:2], max_new_tokens=3)  # batch size mismatch
     with pytest.raises(ValueError, match="max_sequence_length"):
