@@ -1269,11 +1269,12 @@ def _answer(pipe, texts, arguments):
 
 
 def _generate(pipe, texts, arguments):
-    return pipe.generate(texts, max_new_tokens=arguments.max_new_tokens)
+    beam = {"strategy": "beam", "beam_width": arguments.beam_width} if arguments.beam_width else {}
+    return pipe.generate(texts, max_new_tokens=arguments.max_new_tokens, **beam)
 
 
 def _translate(pipe, texts, arguments):
-    return pipe.translate(texts, beam_width=arguments.beam_width)
+    return pipe.translate(texts, beam_width=arguments.beam_width or 4)
 
 
 def _embed(pipe, texts, arguments):
@@ -2012,7 +2013,10 @@ def build_parser():
         "--max-new-tokens", type=int, default=32, help="gpt: tokens generated at most"
     )
     predict.add_argument(
-        "--beam-width", type=int, default=4, help="translation: beam width (1: greedy)"
+        "--beam-width",
+        type=int,
+        default=None,
+        help="translation: beam width (default 4; 1: greedy); gpt: beam search (default: greedy)",
     )
     predict.add_argument(
         "--task",

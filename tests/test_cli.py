@@ -688,6 +688,22 @@ def test_pretrained_flags_are_checked_before_the_corpus_is_read(tmp_path, model,
         )
 
 
+@pytest.mark.slow
+def test_predict_continues_gpt_text_by_beam_search_given_a_beam_width(tmp_path, capsys):
+    from lmpipe.cli import main
+    from lmpipe.pipelines import GptPretraining
+
+    pipe = GptPretraining.from_pretrained(GPT2_FOLDER, seq_len=16)
+    pipe.save(str(tmp_path / "gpt"))
+    text, settings = "To be, or not to be", dict(max_new_tokens=6)
+    (greedy,) = pipe.generate([text], **settings)
+    (beam,) = pipe.generate([text], strategy="beam", beam_width=3, **settings)
+    assert beam != greedy  # the flag is seen to matter (greedy without it)
+    command = ["predict", str(tmp_path / "gpt"), text, "--max-new-tokens", "6"]
+    assert main([*command, "--beam-width", "3"]) == 0
+    assert capsys.readouterr().out == f"{text}{beam}\n"
+
+
 def test_pretrain_continues_a_hugging_face_gpt2_folder_and_exports(tmp_path, capsys):
     from lmpipe.cli import main
     from lmpipe.datasets import BytePairTokenizer

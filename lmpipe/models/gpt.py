@@ -13,7 +13,7 @@ from lmpipe.arguments import (
     check_rates,
 )
 from lmpipe.layers.dropout import Dropout
-from lmpipe.layers.initializers import bert_initializer
+from lmpipe.layers.initializers import gpt2_initializer
 from lmpipe.layers.layer_normalization import LayerNormalization
 from lmpipe.layers.transformer_decoder_block import TransformerDecoderBlock
 from lmpipe.models.losses import masked_cross_entropy
@@ -110,10 +110,12 @@ class GptCausalLM(FunctionalTrainableModel):
     the weighted mean next-token cross-entropy, over the global batch under a distribution
     strategy. Metrics: `next_token_loss`, `next_token_accuracy`.
 
-    Initialization (GPT-2's): every kernel and embedding from a truncated normal of
-    standard deviation `initializer_range` (0.02), except the kernels that add to the
-    residual stream (each block's attention output projection and FFN `W_2`), which get
-    `initializer_range / sqrt(2 * num_layers)`.
+    Initialization (GPT-2's): plain normals of mean 0, untruncated. Standard deviation
+    `initializer_range` (0.02) for the token embedding and every kernel, except the kernels
+    that add to the residual stream (each block's attention output projection and FFN
+    `W_2`: `initializer_range / sqrt(2 * num_layers)`, as Hugging Face's GPT-2) and the
+    position embedding (`initializer_range / 2`: 0.01, as OpenAI's GPT-2 code); biases 0,
+    LayerNorm scales 1 and offsets 0.
 
     Incremental decoding: `initial_cache(batch_size, max_length)` and `call_with_cache`
     (see `lmpipe.models.samplers.generate`).
@@ -138,7 +140,7 @@ class GptCausalLM(FunctionalTrainableModel):
         config = config or GptConfig.small()
         if not isinstance(config, GptConfig):
             raise ValueError(f"`config` must be a GptConfig, got {config!r}.")
-        initializer = bert_initializer(config.initializer_range)
+        initializer = gpt2_initializer(config.initializer_range)
         inputs = {
             name: keras.Input(shape=(None,), dtype="int32", name=name)
             for name in ("token_ids", "padding_mask")
@@ -153,7 +155,8 @@ class GptCausalLM(FunctionalTrainableModel):
         position_embedding = keras.layers.Embedding(
             config.max_sequence_length,
             config.hidden_dim,
-            embeddings_initializer=bert_initializer(config.initializer_range),
+            # OpenAI's GPT-2 code draws the position table at half the tokens' scale.
+            embeddings_initializer=gpt2_initializer(config.initializer_range / 2),
             name="position_embedding",
         )
         embedding_dropout = Dropout(config.dropout, name="embedding_dropout")
@@ -165,11 +168,11 @@ class GptCausalLM(FunctionalTrainableModel):
                 activation=config.activation,
                 normalize_first=True,
                 layer_norm_epsilon=config.layer_norm_epsilon,
-                kernel_initializer=bert_initializer(config.initializer_range),
+                kernel_initializer=gpt2_initializer(config.initializer_range),
                 # GPT-2 (section 2.3) scales the weights of the layers that add to the
                 # residual stream by 1/sqrt(N), N = 2 per block, so its variance does not
                 # grow with depth.
-                residual_kernel_initializer=bert_initializer(
+                residual_kernel_initializer=gpt2_initializer(
                     config.initializer_range / math.sqrt(2 * config.num_layers)
                 ),
                 name=f"block_{index}",

@@ -180,13 +180,12 @@ class GptPretraining(LanguageModelPretraining):
 
     # Generation -------------------------------------------------------------------------------
 
-    def _generation_options(self, max_new_tokens, strategy, k, p, temperature, seed):
+    def _generation_options(
+        self, max_new_tokens, strategy, k, p, temperature, seed, beam_width, length_penalty
+    ):
         seed = self.options.seed if seed is None else seed
         check_number("max_new_tokens", max_new_tokens, minimum=1, integer=True)
-        if strategy == "beam":
-            raise ValueError("GPT generation has no beam search: `strategy` must be greedy, "
-                             "top_k or top_p.")  # fmt: skip
-        sampler_for(strategy, k=k, p=p, temperature=temperature)  # checks them
+        sampler_for(strategy, k, p, temperature, beam_width, length_penalty)  # checks them
         check_seed(seed)
         if max_new_tokens >= self.config.max_sequence_length:
             raise ValueError(
@@ -200,9 +199,13 @@ class GptPretraining(LanguageModelPretraining):
             "p": p,
             "temperature": float(temperature),
             "seed": seed,
+            "beam_width": beam_width,
+            "length_penalty": length_penalty,
         }
 
-    def generate_texts(self, texts, max_new_tokens, strategy, k, p, temperature, seed):
+    def generate_texts(
+        self, texts, max_new_tokens, strategy, k, p, temperature, seed, beam_width, length_penalty
+    ):
         """Graph code: string `[B]` prompts -> string `[B]` continuations.
 
         Each prompt is `[SEP]` + its pieces, cut from the left to leave room for
@@ -228,14 +231,26 @@ class GptPretraining(LanguageModelPretraining):
             p=p,
             temperature=temperature,
             seed=seed,
+            beam_width=beam_width,
+            length_penalty=length_penalty,
         )
         return self.tokenizer.detokenize(generated.token_ids, skip_special_tokens=True)
 
     def generation_function(
-        self, max_new_tokens=32, strategy="greedy", k=50, p=0.9, temperature=1.0, seed=None
+        self,
+        max_new_tokens=32,
+        strategy="greedy",
+        k=50,
+        p=0.9,
+        temperature=1.0,
+        seed=None,
+        beam_width=4,
+        length_penalty="average",
     ):
         """A `tf.function` (no XLA), string `[B]` -> `{"text": string [B]}`, for serving."""
-        options = self._generation_options(max_new_tokens, strategy, k, p, temperature, seed)
+        options = self._generation_options(
+            max_new_tokens, strategy, k, p, temperature, seed, beam_width, length_penalty
+        )
         model = self.require_model()
 
         def make():
@@ -250,21 +265,35 @@ class GptPretraining(LanguageModelPretraining):
         return traced_function(model, key, make)
 
     def generate(
-        self, prompts, max_new_tokens=32, strategy="greedy", k=50, p=0.9, temperature=1.0, seed=None
+        self,
+        prompts,
+        max_new_tokens=32,
+        strategy="greedy",
+        k=50,
+        p=0.9,
+        temperature=1.0,
+        seed=None,
+        beam_width=4,
+        length_penalty="average",
     ):
         """Continue each prompt; return the continuations as a list of `str`.
 
         Args:
             prompts: a list of `str`.
             max_new_tokens: pieces generated at most per prompt (generation stops at `[SEP]`).
-            strategy: "greedy", "top_k" or "top_p" (see `lmpipe.models.samplers.generate`).
+            strategy: "greedy", "top_k", "top_p" or "beam" (see
+                `lmpipe.models.samplers.generate`).
             k, p, temperature: the sampling parameters.
             seed: sampling seed; defaults to the pipeline's seed.
+            beam_width, length_penalty: beam search's (`[SEP]` ends a hypothesis), see
+                `lmpipe.models.samplers.BeamSampler`.
         """
         prompts = check_texts("prompts", prompts)
         if not prompts:
             return []
-        function = self.generation_function(max_new_tokens, strategy, k, p, temperature, seed)
+        function = self.generation_function(
+            max_new_tokens, strategy, k, p, temperature, seed, beam_width, length_penalty
+        )
         texts = function(tf.constant(list(prompts), tf.string))["text"]
         return [text.decode("utf-8") for text in texts.numpy().tolist()]
 
@@ -294,15 +323,20 @@ class GptPretraining(LanguageModelPretraining):
         p=0.9,
         temperature=1.0,
         seed=None,
+        beam_width=4,
+        length_penalty="average",
     ):
         """Its `serving_default` signature takes `text` (string `[B]` prompts) and returns
         `text` (string `[B]` continuations): tokenization, generation with the key/value
         cache and detokenization all run in the graph, without XLA. The sampling settings
         are fixed at export; sampling is keyed by `seed`, so a prompt always gets the same
         continuation from one export. `export` takes the generation settings
-        (`max_new_tokens`, `strategy`, `k`, `p`, `temperature`, `seed`) as keywords.
+        (`max_new_tokens`, `strategy`, `k`, `p`, `temperature`, `seed`, `beam_width`,
+        `length_penalty`) as keywords.
         """
-        function = self.generation_function(max_new_tokens, strategy, k, p, temperature, seed)
+        function = self.generation_function(
+            max_new_tokens, strategy, k, p, temperature, seed, beam_width, length_penalty
+        )
         module = self.serving_module()
         return export_text_function(
             base_dir,

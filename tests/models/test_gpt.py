@@ -237,33 +237,50 @@ def test_save_and_load_keep_the_logits(model, tmp_path):
     assert ids.shape == (1, 3)
 
 
-def test_residual_projections_start_at_gpt2s_smaller_scale():
+def test_initial_weights_have_gpt2s_measured_scales():
     config = GptConfig.tiny(
-        vocabulary_size=VOCAB, hidden_dim=64, num_heads=4, intermediate_dim=256, num_layers=4
+        vocabulary_size=1000, hidden_dim=256, num_heads=4, intermediate_dim=1024, num_layers=4
     )
     keras.utils.set_random_seed(0)
     model = gpt(config)
+    residual = 0.02 / math.sqrt(2 * config.num_layers)  # 0.00707 for 4 layers
+    groups = {0.02: [], 0.01: [], residual: []}
+    for weight in model.weights:
+        path, values = weight.path, keras.ops.convert_to_numpy(weight).ravel()
+        if path.endswith(("/bias", "/beta")):
+            np.testing.assert_array_equal(values, 0.0, err_msg=path)
+        elif path.endswith("/gamma"):
+            np.testing.assert_array_equal(values, 1.0, err_msg=path)
+        elif path.startswith("position_embedding/"):
+            groups[0.01].append(values)
+        elif path.endswith(("attention_output/kernel", "output_dense/kernel")):
+            groups[residual].append(values)
+        else:  # the token embedding, the query, key, value and FFN W_1 kernels
+            groups[0.02].append(values)
+    # Sizes: 256,000 + 1,048,576 at 0.02, 32,768 at 0.01, 1,310,720 at the residual scale.
+    for stddev, arrays in groups.items():
+        values = np.concatenate(arrays)
+        n = values.size
+        # A sample of n normal draws: its mean has the standard error stddev / sqrt(n), its
+        # standard deviation the relative one 1 / sqrt(2n); allow 6 of each (< 2.4% here).
+        assert abs(values.mean()) < 6 * stddev / math.sqrt(n)
+        assert values.std() == pytest.approx(stddev, rel=6 / math.sqrt(2 * n))
+        # A plain normal, not a truncated one (0.88 times as wide, nothing beyond 2 stddev):
+        # 4.55% of its draws lie beyond 2 standard deviations.
+        beyond = np.mean(np.abs(values) > 2 * stddev)
+        tail = math.erfc(math.sqrt(2.0))
+        assert abs(beyond - tail) < 6 * math.sqrt(tail * (1 - tail) / n)
 
-    def std(kernels):
-        return np.concatenate([keras.ops.convert_to_numpy(k).ravel() for k in kernels]).std()
 
-    blocks = model.blocks
-    residual = [b.self_attention.output_dense.kernel for b in blocks]
-    residual += [b.output_dense.kernel for b in blocks]
-    others = [b.intermediate_dense.kernel for b in blocks]
-    others += [
-        getattr(b.self_attention, name).kernel
-        for b in blocks
-        for name in ("query_dense", "key_dense", "value_dense")
-    ]
-    # Keras' TruncatedNormal redraws values beyond 2 standard deviations: its samples have
-    # the standard deviation sqrt(1 - 4 phi(2) / (2 Phi(2) - 1)) = 0.88 times `stddev`.
-    phi = math.exp(-2.0) / math.sqrt(2.0 * math.pi)
-    truncation = math.sqrt(1.0 - 4.0 * phi / math.erf(2.0 / math.sqrt(2.0)))
-    scaled = 0.02 / math.sqrt(2 * config.num_layers)
-    # 81,920 and 114,688 draws: the relative sampling error of the std is below 0.5%.
-    assert std(residual) == pytest.approx(scaled * truncation, rel=0.03)
-    assert std(others) == pytest.approx(0.02 * truncation, rel=0.03)
+def test_bert_keeps_its_truncated_normal():
+    from lmpipe.models.bert import BertConfig, bert
+
+    keras.utils.set_random_seed(0)
+    encoder = bert(BertConfig.tiny(vocabulary_size=1000))
+    kernels = [w for w in encoder.weights if w.path.endswith(("/kernel", "/embeddings"))]
+    values = np.concatenate([keras.ops.convert_to_numpy(w).ravel() for w in kernels])
+    assert np.abs(values).max() <= 2 * 0.02  # truncated at 2 standard deviations
+    assert values.std() == pytest.approx(0.02 * 0.8796, rel=0.03)
 
 
 @pytest.mark.slow
@@ -285,11 +302,15 @@ def test_bad_generation_arguments_are_rejected_with_their_name(model):
         ("p", 0.0),
         ("p", 1.5),
         ("temperature", 0.0),
-        ("strategy", "beam"),
+        ("strategy", "sample"),
+        ("beam_width", 0),
+        ("length_penalty", "long"),
         ("seed", None),
     ):
         with pytest.raises(ValueError, match=name):
             run(**{"strategy": "top_p", name: value})
+    with pytest.raises(ValueError, match="return_logits"):
+        run(strategy="beam", return_logits=True)
     with pytest.raises(ValueError, match="prompt_mask"):
         generate(model, PROMPTS, MASKS[:2], max_new_tokens=3)  # batch size mismatch
     with pytest.raises(ValueError, match="max_sequence_length"):

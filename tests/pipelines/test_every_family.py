@@ -239,7 +239,10 @@ PREDICT = {
     "bert": ("to be or not to [MASK]", lambda pipe, text: pipe.fill_mask([text], top_k=3)[0]),
     "albert": ("to be or not to [MASK]", lambda pipe, text: pipe.fill_mask([text], top_k=3)[0]),
     "xlnet": ("to be or not", lambda pipe, text: pipe.embed([text])[0].tolist()),
-    "gpt": ("to be or", lambda pipe, text: pipe.generate([text], max_new_tokens=4)[0]),
+    "gpt": (
+        "to be or",
+        lambda pipe, text: pipe.generate([text], 4, strategy="beam", beam_width=2)[0],
+    ),
     "elmo": None,
     "translation": (
         "In the beginning",

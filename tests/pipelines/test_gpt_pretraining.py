@@ -92,12 +92,12 @@ def eos_prone(bert_tokenizer):
     return pipe
 
 
-@pytest.mark.parametrize("strategy", ["greedy", "top_k", "top_p"])
+@pytest.mark.parametrize("strategy", ["greedy", "top_k", "top_p", "beam"])
 def test_generated_text_ends_at_the_first_sep(eos_prone, strategy):
     pipe, steps = eos_prone, 8
     tokenizer = pipe.tokenizer
     prompts = ["What say you, my lord", "I pray thee", "Good morrow", "Come, sir"] * 2
-    settings = dict(max_new_tokens=steps, strategy=strategy, k=50, p=0.9, seed=3)
+    settings = dict(max_new_tokens=steps, strategy=strategy, k=50, p=0.9, seed=3, beam_width=3)
     texts = pipe.generate(prompts, **settings)
     # The tokens behind the text: the prompts as `generate_texts` builds them, [SEP] first.
     pieces = tokenizer.tokenize(tf.constant(prompts))

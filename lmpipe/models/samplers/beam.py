@@ -40,10 +40,14 @@ class BeamSampler(Sampler):
     A hypothesis is scored by its log-probability divided by a length penalty of its
     length `n` (tokens generated, EOS included): `"average"`: `n`; `"gnmt"`:
     `((5 + n) / 6)^alpha` (Wu et al., 2016); `None`: 1.
-    Hypotheses still alive after `max_length` tokens count as finished (truncated).
+    Hypotheses still alive after `max_length` tokens count as finished (truncated); without
+    an `eos_id`, every hypothesis runs `max_length` tokens.
     The search stops early once no live hypothesis can beat the best finished one (the k-th
     with `return_all`): log-probabilities only decrease, so a live one's best possible score
-    is its current log-probability divided by the penalty of `max_length`.
+    is its current log-probability divided by the penalty of `max_length`. This is Hugging
+    Face's `generate(num_beams=k, do_sample=False, early_stopping="never")` with
+    `length_penalty=1.0` ("average") or `0.0` (None): the same hypotheses and scores (tested
+    on GPT-2); its default `early_stopping=False` stops on a guess that can miss the best.
 
     Args:
         beam_width: the number `k` of hypotheses kept, a positive integer.
@@ -83,8 +87,8 @@ class BeamSampler(Sampler):
         del seed  # beam search draws nothing
         if return_logits:
             raise ValueError("Beam search does not return logits: use return_logits=False.")
-        if eos_id is None:
-            raise ValueError("Beam search needs an `eos_id`.")
+        # Without an end token no hypothesis finishes early: -1 is never a token.
+        end_id = -1 if eos_id is None else eos_id
         k = self.beam_width
         vocabulary_size = first_logits.shape[-1]
         # At most k of the best 2k extensions end in EOS (one per hypothesis): k others remain.
@@ -111,7 +115,7 @@ class BeamSampler(Sampler):
             # An extension ending in EOS finishes only if it ranks among the k best, i.e. if
             # it would have been kept in a beam of k: so a beam of 1 is greedy search. One
             # ranked lower is dropped: the hypothesis it ends is complete and must not grow.
-            is_eos = top_tokens == eos_id  # [B, 2k]
+            is_eos = top_tokens == end_id  # [B, 2k]
             ends = tf.logical_and(is_eos, tf.range(num_candidates)[None, :] < k)
 
             # Hypotheses ending in EOS leave the beam and compete with the finished ones.
@@ -170,4 +174,4 @@ class BeamSampler(Sampler):
         ids = tf.gather(tf.concat([finished_ids, alive_ids], axis=1), best, batch_dims=1)
         if not self.return_all:
             ids, scores = ids[:, 0], scores[:, 0]
-        return Decoded(ids, end_mask(ids, eos_id), scores)
+        return Decoded(ids, end_mask(ids, end_id), scores)

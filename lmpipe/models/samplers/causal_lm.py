@@ -1,5 +1,5 @@
-"""Generating text with a causal LM and its key/value cache, with any token sampler (greedy,
-top-k, nucleus).
+"""Generating text with a causal LM and its key/value cache, with any sampler (greedy, top-k,
+nucleus, beam search).
 
 The prompt is run once through the model (prefill), which fills the cache; then one token per
 step, each step attending to the cached keys and values of everything before it. The loop is
@@ -9,7 +9,9 @@ exported SavedModel (without XLA).
 Batched prompts of different lengths are left-padded: the real tokens of each row are moved
 to the end of the prompt block (`prompt_mask` may mark them anywhere; their order is kept),
 so every row writes its new tokens at the same cache slot; positions count the real tokens
-of each row, so a padded prompt is decoded exactly as it would be alone.
+of each row, so a padded prompt is decoded exactly as it would be alone. The decoding state
+is the cache with each row's prompt length and cache mask, all batch-major, so that beam
+search repeats and reorders them together (`BeamSampler`).
 """
 
 import tensorflow as tf
@@ -50,6 +52,9 @@ def generate(
     k=50,
     p=0.9,
     temperature=1.0,
+    beam_width=4,
+    length_penalty="average",
+    alpha=0.6,
     eos_id=None,
     pad_id=0,
     seed=0,
@@ -67,14 +72,19 @@ def generate(
         prompt_mask: `[B, P]`, 1 on real prompt tokens (each row needs one); default all 1.
             Padding may be on either side (see the module docstring).
         max_new_tokens: tokens to generate per row (>= 1).
-        strategy: "greedy" (the most likely token), "top_k" or "top_p" (sampling), or a
-            `GreedySampler`, `TopKSampler` or `TopPSampler` (then `k`, `p` and
-            `temperature` are its own).
+        strategy: "greedy" (the most likely token), "top_k" or "top_p" (sampling), "beam"
+            (beam search, see `BeamSampler`), or a `GreedySampler`, `TopKSampler`,
+            `TopPSampler` or `BeamSampler` (then the settings below are its own).
         k: "top_k": sample among the `k` most likely tokens.
         p: "top_p": sample in the nucleus of cumulative probability `p`, in (0, 1].
         temperature: divides the logits before sampling (> 0).
+        beam_width: "beam": the hypotheses kept (1 is greedy search).
+        length_penalty: "beam": "average", "gnmt" or None (see `BeamSampler`).
+        alpha: "beam": the exponent of the "gnmt" penalty.
         eos_id: a row stops after generating this id (kept in the output); later slots hold
-            `pad_id` with mask 0, and the loop ends once every row has stopped.
+            `pad_id` with mask 0, and the loop ends once every row has stopped. Beam search
+            finishes a hypothesis at it (without one, every hypothesis runs
+            `max_new_tokens` tokens).
         pad_id: the id of the slots after a row stopped.
         seed: int; step `t` draws with the stateless key `fold_in([seed, 0], t)`, so the
             same seed gives the same samples in any process.
@@ -83,8 +93,10 @@ def generate(
     Returns:
         A `Decoded`: `token_ids` int32 `[B, max_new_tokens]`, the new tokens; `padding_mask`
         int32 `[B, max_new_tokens]`, 1 on generated tokens; `scores` float32 `[B]`, the sum
-        of their log-probabilities; with `return_logits`, `logits` float32
-        `[B, max_new_tokens, V]`, the logits each token was chosen from (before filtering).
+        of their log-probabilities (beam search: divided by the length penalty; a
+        `BeamSampler(return_all=True)` returns its `k` best, `[B, k, ...]`); with
+        `return_logits` (not for beam search), `logits` float32 `[B, max_new_tokens, V]`,
+        the logits each token was chosen from (before filtering).
 
     Example:
 
@@ -94,7 +106,7 @@ def generate(
     >>> tuple(out.token_ids.shape)
     (2, 4)
     """
-    sampler = _sampler(strategy, k, p, temperature)
+    sampler = _sampler(strategy, k, p, temperature, beam_width, length_penalty, alpha)
     check_number("max_new_tokens", max_new_tokens, minimum=1, integer=True)
     if eos_id is not None:
         check_token_id("eos_id", eos_id)
@@ -173,18 +185,24 @@ def _generate(
     positions = tf.maximum(tf.cumsum(mask, axis=1) - 1, 0)
     # A tensor index: the attention layer's static check of an int index needs known lengths.
     logits, cache = model.call_with_cache(ids, positions, cache_mask, cache, tf.constant(0))
+    # Everything a row's steps read, batch-major, so that beam search reorders it with the row.
+    state = {"cache": cache, "lengths": lengths, "cache_mask": cache_mask}
 
-    def advance(tokens, cache, step):
+    def advance(tokens, state, step):
         # The last step writes the cache's last slot, which fits.
         logits, cache = model.call_with_cache(
-            tokens[:, None], (lengths + step)[:, None], cache_mask, cache, prompt_length + step
+            tokens[:, None],
+            (state["lengths"] + step)[:, None],
+            state["cache_mask"],
+            state["cache"],
+            prompt_length + step,
         )
-        return logits[:, 0], cache
+        return logits[:, 0], {**state, "cache": cache}
 
     return sampler(
         logits[:, -1],
         advance,
-        cache,
+        state,
         max_length=max_new_tokens,
         eos_id=eos_id,
         pad_id=pad_id,
@@ -193,18 +211,17 @@ def _generate(
     )
 
 
-def _sampler(strategy, k, p, temperature):
-    if isinstance(strategy, BeamSampler) or strategy == "beam":
-        raise ValueError(
-            "`strategy` must be a token sampler (greedy, top_k, top_p): causal LM generation "
-            f"has no beam search, got strategy={strategy!r}."
-        )
+def _sampler(strategy, k, p, temperature, beam_width, length_penalty, alpha):
     if isinstance(strategy, Sampler):
         return strategy
-    if strategy in ("greedy", "top_k", "top_p"):
-        # Every sampling setting is checked, whichever the strategy uses.
+    if strategy in ("greedy", "top_k", "top_p", "beam"):
+        # Every setting is checked, whichever the strategy uses.
         TopKSampler(k, temperature), TopPSampler(p, temperature)
+        beam = BeamSampler(beam_width, length_penalty, alpha)
+        if strategy == "beam":
+            return beam
         return sampler_for(strategy, k=k, p=p, temperature=temperature)
     raise ValueError(
-        f"`strategy` must be one of greedy, top_k, top_p or a Sampler, got strategy={strategy!r}."
+        "`strategy` must be one of greedy, top_k, top_p, beam or a Sampler, got "
+        f"strategy={strategy!r}."
     )
