@@ -20,6 +20,7 @@ from lmpipe.datasets.span_windows import span_windows
 from lmpipe.datasets.speaker_questions import shakespeare_speakers
 from lmpipe.datasets.squad import SpanExamples, read_squad, span_examples
 from lmpipe.datasets.tagged_files import TaggedSentences, read_tagged
+from lmpipe.datasets.token_characters import token_characters
 from lmpipe.datasets.tokenized_corpus import TokenizedCorpus, write_tokenized_corpus
 from lmpipe.datasets.tokenizer import Tokenizer, load_tokenizer
 from lmpipe.datasets.word2vec_examples import word2vec_examples
@@ -65,6 +66,7 @@ __all__ = [
     "span_examples",
     "span_windows",
     "split_words",
+    "token_characters",
     "window_shuffle",
     "word2vec_examples",
     "write_tokenized_corpus",

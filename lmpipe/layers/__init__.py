@@ -2,12 +2,14 @@
 
 from lmpipe.layers.attention_mask import attention_mask
 from lmpipe.layers.bert_embedding import BertEmbedding
+from lmpipe.layers.character_cnn import CharacterCNN
 from lmpipe.layers.classification_head import ClassificationHead
 from lmpipe.layers.dropout import Dropout
 from lmpipe.layers.layer_normalization import LayerNormalization
 from lmpipe.layers.masked_lm_head import MaskedLMHead
 from lmpipe.layers.multi_head_attention import MultiHeadAttention
 from lmpipe.layers.position_embedding import PositionEmbedding
+from lmpipe.layers.projected_lstm_cell import ProjectedLSTMCell
 from lmpipe.layers.relative_attention import RelativeAttention
 from lmpipe.layers.relative_position_encoding import RelativePositionEncoding
 from lmpipe.layers.rnn_attention import RnnAttention
@@ -18,6 +20,7 @@ from lmpipe.layers.scaled_dot_product_attention import ScaledDotProductAttention
 from lmpipe.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
 from lmpipe.layers.span_head import SpanHead
 from lmpipe.layers.token_classification_head import TokenClassificationHead
+from lmpipe.layers.token_spelling import TokenSpelling
 from lmpipe.layers.transformer_decoder_block import TransformerDecoderBlock
 from lmpipe.layers.transformer_encoder_block import TransformerEncoderBlock
 from lmpipe.layers.two_stream_relative_attention import TwoStreamRelativeAttention
@@ -25,12 +28,14 @@ from lmpipe.layers.word2vec_embedding import Word2VecEmbedding
 
 __all__ = [
     "BertEmbedding",
+    "CharacterCNN",
     "ClassificationHead",
     "Dropout",
     "LayerNormalization",
     "MaskedLMHead",
     "MultiHeadAttention",
     "PositionEmbedding",
+    "ProjectedLSTMCell",
     "RelativeAttention",
     "RelativePositionEncoding",
     "RnnAttention",
@@ -41,6 +46,7 @@ __all__ = [
     "SinusoidalPositionEncoding",
     "SpanHead",
     "TokenClassificationHead",
+    "TokenSpelling",
     "TransformerDecoderBlock",
     "TransformerEncoderBlock",
     "TwoStreamRelativeAttention",

@@ -170,6 +170,7 @@ def bert(config=None):
 
 
 def count_parameters(model):
-    """Number of distinct parameters of `model` (shared variables counted once)."""
-    unique = {id(variable): variable for variable in model.weights}
+    """Number of distinct parameters of `model` (shared variables counted once; integer
+    tables, such as ELMo's token spellings, are state rather than parameters)."""
+    unique = {id(v): v for v in model.weights if keras.backend.is_float_dtype(v.dtype)}
     return int(sum(ops.size(variable) for variable in unique.values()))

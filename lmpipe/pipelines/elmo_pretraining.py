@@ -3,6 +3,7 @@
 import keras
 
 from lmpipe.contract import ENCODER_FEATURES, PADDING_MASK, TOKEN_IDS
+from lmpipe.datasets.token_characters import token_characters
 from lmpipe.models.elmo import ElmoConfig, ElmoLanguageModel
 from lmpipe.pipelines.gpt_pretraining import LanguageModelPretraining
 from lmpipe.pipelines.pipeline import perplexity
@@ -21,8 +22,9 @@ class ElmoPretraining(LanguageModelPretraining):
     mix with `lmpipe.layers.scalar_mix.ScalarMix`.
 
     Args:
-        tokenizer: a `WordPieceTokenizer`.
-        config: an `ElmoConfig`; defaults to `ElmoConfig.small()` sized to the tokenizer.
+        tokenizer: a `WordPieceTokenizer` (or a `BytePairTokenizer`).
+        config: an `ElmoConfig`; defaults to `ElmoConfig.small()` sized to the tokenizer
+            (`ElmoConfig.original()`: the published model, with its character CNN).
         **options: the fields of `LanguageModelOptions` (`seq_len`, `group_size`, `seed`).
 
     Example:
@@ -42,8 +44,12 @@ class ElmoPretraining(LanguageModelPretraining):
         return ElmoConfig.small(vocabulary_size=self.tokenizer.vocabulary_size)
 
     def build_model(self):
-        """A new `ElmoLanguageModel` for the pipeline's configuration."""
-        return ElmoLanguageModel(self.config)
+        """A new `ElmoLanguageModel` for the pipeline's configuration (its character CNN
+        reading the tokenizer's spellings, with `token_encoder="characters"`)."""
+        characters = None
+        if self.config.token_encoder == "characters":
+            characters = token_characters(self.tokenizer, self.config.max_characters_per_token)
+        return ElmoLanguageModel(self.config, token_characters=characters)
 
     def derived_metrics(self, results):
         """Adds `forward_perplexity` and `backward_perplexity` (exp of each direction's mean

@@ -25,7 +25,7 @@ CONFIG_FIELDS = {
     GptConfig: ["layer_norm_epsilon", "initializer_range", "dropout", "max_sequence_length"],
     XLNetConfig: ["layer_norm_epsilon", "initializer_range", "attention_dropout", "clamp_len"],
     TransformerConfig: ["layer_norm_epsilon", "dropout", "max_decode_length"],
-    ElmoConfig: ["dropout", "lstm_units"],
+    ElmoConfig: ["dropout", "lstm_units", "cell_clip", "proj_clip"],
     RnnSeq2SeqConfig: ["dropout", "hidden_dim"],
 }
 

@@ -2,22 +2,41 @@ import keras
 import numpy as np
 import pytest
 
+from lmpipe.layers.projected_lstm_cell import ProjectedLSTMCell
 from lmpipe.layers.scalar_mix import ScalarMix
+from lmpipe.models import count_parameters
+from lmpipe.models.configs import config_from_dict, config_to_dict
 from lmpipe.models.elmo import ElmoConfig, ElmoLanguageModel, elmo, reverse_real_tokens
 from tests.layer_checks import check_layer
 
 VOCAB = 53
 D = 16
+CHARACTERS = dict(
+    token_encoder="characters",
+    character_filters=((1, 4), (2, 6), (3, 6)),
+    num_highway_layers=1,
+    max_characters_per_token=6,
+)
 
 
-@pytest.fixture(scope="module")
-def model():
+def spellings():
+    """A spelling of each of the VOCAB tokens: distinct rows of bilm-tf's character ids."""
+    rng = np.random.default_rng(9)
+    table = np.full((VOCAB, 6), 261, np.int32)
+    table[:, 0] = 259
+    table[:, 1:4] = rng.integers(98, 123, (VOCAB, 3))
+    table[:, 4] = 260
+    table[0] = 0  # the padding token
+    return table
+
+
+@pytest.fixture(scope="module", params=["embedding", "characters"])
+def model(request):
     keras.utils.set_random_seed(3)
-    return elmo(
-        ElmoConfig.tiny(
-            vocabulary_size=VOCAB, embedding_dim=D, lstm_units=24, projection_dim=D, dropout=0.0
-        )
-    )
+    sizes = dict(vocabulary_size=VOCAB, embedding_dim=D, lstm_units=24, projection_dim=D)
+    if request.param == "embedding":
+        return elmo(ElmoConfig.tiny(**sizes, dropout=0.0))
+    return elmo(ElmoConfig.tiny(**sizes, **CHARACTERS, dropout=0.0), spellings())
 
 
 def inputs():
@@ -60,11 +79,14 @@ def test_forward_lm_never_sees_right_and_backward_never_left_tokens(model):
             assert np.abs(layers[row, :, : t + 1, D:] - before[row, :, : t + 1, D:]).max() > 1e-4
 
 
-def test_layer_zero_is_the_shared_embedding_twice(model):
+def test_layer_zero_is_the_shared_token_encoding_twice(model):
     ids, mask = inputs()
     out = run(model, ids, mask)
     assert out["layers"].shape == (2, 3, 10, 2 * D)
-    embedding = keras.ops.convert_to_numpy(model.get_layer("token_embedding").embeddings)[ids]
+    if model.config.token_encoder == "characters":
+        embedding = model.get_layer("character_cnn")(spellings()[ids])
+    else:
+        embedding = keras.ops.convert_to_numpy(model.get_layer("token_embedding").embeddings)[ids]
     np.testing.assert_allclose(out["layers"][:, 0, :, :D], embedding, atol=1e-6)
     np.testing.assert_allclose(out["layers"][:, 0, :, D:], embedding, atol=1e-6)
 
@@ -92,6 +114,9 @@ def test_save_and_load_keep_the_outputs(model, tmp_path):
     model.save(path)
     restored = keras.models.load_model(path)
     assert restored.config == model.config
+    if model.config.token_encoder == "characters":  # the spellings come back with the weights
+        spelling = restored.get_layer("token_spelling").spellings
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(spelling), spellings())
     for name, value in run(restored, ids, mask).items():
         np.testing.assert_allclose(value, run(model, ids, mask)[name], atol=1e-6)
 
@@ -136,6 +161,81 @@ def test_scalar_mix_layer_norm_ignores_padding():
         axis=(1, 2), keepdims=True
     )
     np.testing.assert_allclose(out[0, :4], normalized.mean(0), rtol=1e-4, atol=1e-5)
+
+
+def test_every_lstm_is_an_lstmp_whose_projection_is_the_recurrent_state(model):
+    cells = [layer.cell for layer in model.layers if isinstance(layer, keras.layers.RNN)]
+    assert len(cells) == 4 and all(isinstance(cell, ProjectedLSTMCell) for cell in cells)
+    for cell in cells:
+        assert (cell.cell_clip, cell.proj_clip) == (3.0, 3.0)
+        assert tuple(cell.recurrent_kernel.shape) == (D, 4 * 24)  # fed back: h, not m
+        assert tuple(cell.projection_kernel.shape) == (24, D)
+
+
+def lstm_parameters(model):
+    return sum(
+        layer.count_params() for layer in model.layers if isinstance(layer, keras.layers.RNN)
+    )
+
+
+def test_small_preset_has_lstmp_parameter_counts():
+    config = ElmoConfig.small(vocabulary_size=10)
+    model = ElmoLanguageModel(config)
+    # Per layer and direction 4U (E + P) + 4U + U P with U = 1024, E = P = 128; four of
+    # them: 4,734,976 (a full-width LSTM followed by a projection had 19,415,040).
+    per_layer = 4 * 1024 * (128 + 128) + 4 * 1024 + 1024 * 128
+    assert lstm_parameters(model) == 4 * per_layer == 4_734_976
+    assert config.parameter_count() == {
+        "token_encoder": 10 * 128,
+        "lstm": 4_734_976,
+        "softmax": 0,  # tied to the token embedding
+    }
+    assert count_parameters(model) == sum(config.parameter_count().values())
+
+
+@pytest.mark.slow
+def test_published_preset_has_bilm_tfs_parameter_count():
+    config = ElmoConfig.original(vocabulary_size=100)
+    # bilm-tf's options.json for the published ("original", 5.5B) model.
+    assert config.character_filters == (
+        (1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024)
+    )  # fmt: skip
+    assert (config.num_highway_layers, config.embedding_dim, config.character_dim) == (2, 512, 16)
+    assert (config.lstm_units, config.projection_dim, config.num_layers) == (4096, 512, 2)
+    assert (config.cell_clip, config.proj_clip, config.max_characters_per_token) == (3, 3, 50)
+    model = ElmoLanguageModel(config)
+    # bilm-tf's variables: LSTMCell W_0 [512 + 512, 4 * 4096], B [4 * 4096], W_P_0
+    # [4096, 512], for 2 layers x 2 directions: 75,563,008, the issue's "75.6M".
+    lstm = 4 * ((512 + 512) * 4 * 4096 + 4 * 4096 + 4096 * 512)
+    # char_embed [262, 16], W_cnn_k [1, w, 16, n] + b_cnn_k [n], 2 highway layers of
+    # W_carry, W_transform [2048, 2048] + biases, W_proj [2048, 512] + b_proj: 18,037,856.
+    filters = sum(width * 16 * count + count for width, count in config.character_filters)
+    encoder = 262 * 16 + filters + 2 * 2 * (2048 * 2048 + 2048) + 2048 * 512 + 512
+    softmax = 100 * 512 + 100  # softmax W [V, 512], b [V]
+    assert lstm_parameters(model) == lstm == 75_563_008
+    assert count_parameters(model.get_layer("character_cnn")) == encoder == 18_037_856
+    # The biLM without its softmax: AllenNLP's "93.6M parameters" for this model.
+    assert count_parameters(model) - softmax == lstm + encoder == 93_600_864
+    assert config.parameter_count() == {"token_encoder": encoder, "lstm": lstm, "softmax": softmax}
+
+
+def test_configuration_survives_json_and_checks_its_new_fields():
+    config = ElmoConfig.original()
+    assert config_from_dict(config_to_dict(config)) == config  # filters back as tuples
+    with pytest.raises(ValueError, match="token_encoder"):
+        ElmoConfig.tiny(token_encoder="words")
+    with pytest.raises(ValueError, match="cell_clip"):
+        ElmoConfig.tiny(cell_clip=0)
+    with pytest.raises(ValueError, match=r"character_filters\[0\] width"):
+        ElmoConfig.tiny(character_filters=[[0, 3]])
+    with pytest.raises(ValueError, match="more than `max_characters_per_token`"):
+        ElmoConfig.tiny(max_characters_per_token=5)  # the published filters reach 7
+    with pytest.raises(ValueError, match="token_characters"):
+        ElmoLanguageModel(ElmoConfig.tiny(vocabulary_size=VOCAB), token_characters=spellings())
+    with pytest.raises(ValueError, match="spellings"):
+        ElmoLanguageModel(
+            ElmoConfig.tiny(vocabulary_size=VOCAB, **CHARACTERS), token_characters=spellings().T
+        )
 
 
 def test_bad_config_and_mix_arguments_are_rejected_with_their_name():

@@ -179,8 +179,17 @@ def families(corpus, tokenizer, translation_tokenizer, paper_tokenizers):
         "elmo": (
             lambda: pipelines.ElmoPretraining(
                 tokenizer,
+                # The published ELMo's parts (character CNN, LSTMP), at toy sizes: its
+                # spelling table is saved, loaded and exported with the weights.
                 ElmoConfig.tiny(
-                    vocabulary_size=vocabulary, embedding_dim=8, lstm_units=8, projection_dim=8
+                    vocabulary_size=vocabulary,
+                    embedding_dim=8,
+                    lstm_units=8,
+                    projection_dim=8,
+                    token_encoder="characters",
+                    character_filters=((1, 4), (2, 4)),
+                    num_highway_layers=1,
+                    max_characters_per_token=8,
                 ),
                 seq_len=SEQ_LEN,
                 seed=1,
