@@ -25,6 +25,8 @@ import re
 import signal
 import sys
 
+from lmpipe.cli_paths import check_paths
+
 PRESETS = {
     "bert": ("tiny", "mini", "small", "base", "large"),
     "albert": ("tiny", "base", "large", "xlarge", "xxlarge"),
@@ -2202,6 +2204,7 @@ def main(argv=None):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if arguments.command == "pretrain":
         _resolve_pretrain_flags(arguments, sys.argv[1:] if argv is None else list(argv))
+    check_paths(arguments)  # before TensorFlow starts and any data is read
     # The flags given (defaults that depend on the data may yield to them).
     given = sys.argv[1:] if argv is None else list(argv)
     arguments.flags_given = {argument.split("=", 1)[0] for argument in given}

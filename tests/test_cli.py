@@ -543,10 +543,12 @@ def test_evaluate_a_saved_pipeline_on_the_data_of_its_family(
     printed = capsys.readouterr().out
     assert printed.startswith(f"Evaluation on 2 batches of {corpus}: loss ")
     assert "mlm_accuracy" in printed
+    pairs = tmp_path / "pairs.tsv"  # a file that exists: the family is what is wrong
+    pairs.write_text("to be\tser\n")
     with pytest.raises(
         SystemExit, match="a Word2Vec pipeline is evaluated on --corpus, not --pairs"
     ):
-        main(["evaluate", str(run), "--pairs", "x.tsv"])
+        main(["evaluate", str(run), "--pairs", str(pairs)])
     with pytest.raises(SystemExit, match="--steps must be a positive integer, got 0"):
         main(["evaluate", str(run), "--steps", "0"])
     with pytest.raises(SystemExit, match="is neither a saved pipeline"):
