@@ -25,6 +25,7 @@ import re
 import signal
 import sys
 
+from lmpipe.cli_cluster import finished_training, leaving_together
 from lmpipe.cli_held_out import held_out_documents, validation_documents
 from lmpipe.cli_paths import check_paths
 
@@ -691,14 +692,15 @@ def _save_after_fit(pipe, strategy, out, detail=""):
     pipeline to evaluate and export, or None on a worker that is done.
 
     After a multi-worker fit nothing more runs under the strategy: evaluating there is a
-    collective every worker would have to join, and the cluster ends with training. The chief
-    saves the pipeline (which only reads the weights) and goes on with the copy it loads back,
-    outside the strategy; the other workers are done.
+    collective every worker would have to join. The chief saves the pipeline (which only
+    reads the weights) and goes on with the copy it loads back, outside the strategy; the
+    other workers wait for it to finish, then all leave together (`leaving_together`).
     """
     import tensorflow as tf
 
     from lmpipe.pipelines.distribution import is_chief
 
+    finished_training(strategy)
     directory = os.path.join(out, "pipeline")
     multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
     if multi_worker and not is_chief(strategy):
@@ -2183,7 +2185,8 @@ def main(argv=None):
 
         hide_native_logs()
     try:
-        return arguments.run(arguments)
+        with leaving_together():
+            return arguments.run(arguments)
     except KeyboardInterrupt as interrupt:
         if arguments.debug:
             raise

@@ -339,6 +339,8 @@ def test_the_native_log_filter_drops_tensorflow_lines_and_passes_the_rest():
         "os.write(2, b'WARNING: All log messages before absl::InitializeLog() is called are"
         " written to STDERR\\n')\n"
         "os.write(2, b'I0000 00:00:1795619554.299362   24929 port.cc:153] oneDNN custom\\n')\n"
+        "os.write(2, b'I0000 00:00:1795811638.1 24588 coordination_service.cc:505] Example"
+        " stragglers:\\n/job:worker/replica:0/task:1\\n')\n"
         "os.write(2, b'E0000 00:00:1795619556.637205   24929 cuda_platform.cc:52] cuInit\\nkept')\n"
         "os.write(2, b' line\\n')\n"
         "print('python message', file=sys.stderr)\n"
