@@ -25,6 +25,10 @@ import re
 import signal
 import sys
 
+from lmpipe.cli_cluster import finished_training, leaving_together
+from lmpipe.cli_held_out import held_out_documents, validation_documents
+from lmpipe.cli_paths import check_paths
+
 PRESETS = {
     "bert": ("tiny", "mini", "small", "base", "large"),
     "albert": ("tiny", "base", "large", "xlarge", "xxlarge"),
@@ -41,8 +45,6 @@ PRETRAINED_MODELS = ("bert", "albert", "xlnet", "gpt")
 """The models whose pretraining continues from a Hugging Face folder (`--pretrained`)."""
 FOLDER_GIVES = ("--tokenizer", "--vocab", "--vocab-size", "--cased", "--preset")
 """The flags a `--pretrained` folder answers (its tokenizer and configuration)."""
-MAX_HELD_OUT_BYTES = 2**30
-"""The largest corpus (in files) `--held-out` splits in memory."""
 WORD2VEC_FLAGS = (
     "--method",
     "--vector-size",
@@ -435,11 +437,12 @@ def _pretrain(arguments):
     pretrained = _check_pretrain_arguments(arguments, strategy)
     from lmpipe.pipelines.distribution import is_chief
 
-    corpus = _corpus(arguments.corpus, arguments.format, arguments.max_line_bytes)
-    print(corpus.describe() if hasattr(corpus, "describe") else corpus)
-    corpus, validation = _held_out_documents(corpus, arguments)
+    whole = _corpus(arguments.corpus, arguments.format, arguments.max_line_bytes)
+    print(whole.describe() if hasattr(whole, "describe") else whole)
+    corpus, validation = held_out_documents(whole, arguments)
     tokenizer = _tokenizer(arguments, corpus, chief=is_chief(strategy))
     pipe = pretrained or _pipeline(arguments, tokenizer)
+    corpus, validation = validation_documents(pipe, whole, corpus, validation, arguments)
     history = pipe.fit(
         corpus,
         batch_size=arguments.batch_size,
@@ -478,41 +481,6 @@ def _pretrain(arguments):
         _fill_mask_examples(pipe, evaluated)
     _export_once(pipe, arguments, trained=bool(history.history))
     return 0
-
-
-def _held_out_documents(corpus, arguments):
-    """`(training corpus, held-out corpus or None)`: --held-out of the documents drawn
-    (with --seed) for validation after every epoch and the final evaluation."""
-    if not arguments.held_out:
-        return corpus, None
-    size = sum(os.path.getsize(path) for path in getattr(corpus, "files", ()))
-    if size > MAX_HELD_OUT_BYTES:
-        raise SystemExit(
-            f"error: --held-out draws documents from a corpus held in memory, and this one is "
-            f"{size / 2**30:.1f} GiB: give --held-out 0 (and evaluate a separate corpus with "
-            "lmpipe evaluate --corpus)"
-        )
-    share = arguments.held_out
-    given = "--held-out" in getattr(arguments, "flags_given", ("--held-out",))
-    if not given and round(share * len(corpus)) < 1:
-        print(
-            f"note: {len(corpus)} documents are too few to hold out {share:g} of them: the "
-            "evaluation runs on training batches (give --held-out N to hold out N documents)"
-        )
-        return corpus, None
-    if share >= 1:
-        if share != int(share):
-            raise SystemExit(f"error: --held-out is a share below 1 or a number, got {share}")
-        share = int(share)
-    try:
-        corpus, held_out = corpus.split(share, seed=arguments.seed)
-    except ValueError as error:
-        raise SystemExit(f"error: {_as_flags(str(error))}") from None
-    print(
-        f"Held out {len(held_out):,} documents ({held_out.num_sentences:,} sentences), "
-        f"evaluated after each of the {arguments.epochs} epochs; training on {len(corpus):,}"
-    )
-    return corpus, held_out
 
 
 def _fill_mask_examples(pipe, corpus, examples=3):
@@ -724,14 +692,15 @@ def _save_after_fit(pipe, strategy, out, detail=""):
     pipeline to evaluate and export, or None on a worker that is done.
 
     After a multi-worker fit nothing more runs under the strategy: evaluating there is a
-    collective every worker would have to join, and the cluster ends with training. The chief
-    saves the pipeline (which only reads the weights) and goes on with the copy it loads back,
-    outside the strategy; the other workers are done.
+    collective every worker would have to join. The chief saves the pipeline (which only
+    reads the weights) and goes on with the copy it loads back, outside the strategy; the
+    other workers wait for it to finish, then all leave together (`leaving_together`).
     """
     import tensorflow as tf
 
     from lmpipe.pipelines.distribution import is_chief
 
+    finished_training(strategy)
     directory = os.path.join(out, "pipeline")
     multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
     if multi_worker and not is_chief(strategy):
@@ -2225,6 +2194,7 @@ def main(argv=None):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if arguments.command == "pretrain":
         _resolve_pretrain_flags(arguments, sys.argv[1:] if argv is None else list(argv))
+    check_paths(arguments)  # before TensorFlow starts and any data is read
     # The flags given (defaults that depend on the data may yield to them).
     given = sys.argv[1:] if argv is None else list(argv)
     arguments.flags_given = {argument.split("=", 1)[0] for argument in given}
@@ -2238,7 +2208,8 @@ def main(argv=None):
 
         hide_native_logs()
     try:
-        return arguments.run(arguments)
+        with leaving_together():
+            return arguments.run(arguments)
     except KeyboardInterrupt as interrupt:
         if arguments.debug:
             raise

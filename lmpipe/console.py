@@ -16,11 +16,13 @@ import sys
 import threading
 
 # "I0000 00:00:1795619554.299362   24929 port.cc:153] ...": severity, date, time, thread id,
-# file:line; and the lines absl prints around them.
+# file:line; the lines absl prints around them; and a task name alone on a line, the rest of
+# the coordination service's "Example stragglers:" while a cluster forms.
 NATIVE_LOG_LINE = re.compile(
     rb"^(?:[IWE]\d{4} [\d:.]+\s+\d+ [^\]\s]+:\d+\] "
     rb"|WARNING: All log messages before absl::InitializeLog\(\) is called"
-    rb"|To enable the following instructions: .* rebuild TensorFlow)"
+    rb"|To enable the following instructions: .* rebuild TensorFlow"
+    rb"|/job:[^/\s]+/replica:\d+/task:\d+$)"
 )
 
 

@@ -339,6 +339,8 @@ def test_the_native_log_filter_drops_tensorflow_lines_and_passes_the_rest():
         "os.write(2, b'WARNING: All log messages before absl::InitializeLog() is called are"
         " written to STDERR\\n')\n"
         "os.write(2, b'I0000 00:00:1795619554.299362   24929 port.cc:153] oneDNN custom\\n')\n"
+        "os.write(2, b'I0000 00:00:1795811638.1 24588 coordination_service.cc:505] Example"
+        " stragglers:\\n/job:worker/replica:0/task:1\\n')\n"
         "os.write(2, b'E0000 00:00:1795619556.637205   24929 cuda_platform.cc:52] cuInit\\nkept')\n"
         "os.write(2, b' line\\n')\n"
         "print('python message', file=sys.stderr)\n"
@@ -543,10 +545,12 @@ def test_evaluate_a_saved_pipeline_on_the_data_of_its_family(
     printed = capsys.readouterr().out
     assert printed.startswith(f"Evaluation on 2 batches of {corpus}: loss ")
     assert "mlm_accuracy" in printed
+    pairs = tmp_path / "pairs.tsv"  # a file that exists: the family is what is wrong
+    pairs.write_text("to be\tser\n")
     with pytest.raises(
         SystemExit, match="a Word2Vec pipeline is evaluated on --corpus, not --pairs"
     ):
-        main(["evaluate", str(run), "--pairs", "x.tsv"])
+        main(["evaluate", str(run), "--pairs", str(pairs)])
     with pytest.raises(SystemExit, match="--steps must be a positive integer, got 0"):
         main(["evaluate", str(run), "--steps", "0"])
     with pytest.raises(SystemExit, match="is neither a saved pipeline"):
@@ -607,27 +611,27 @@ def test_sigterm_stops_the_command_as_ctrl_c_does(tmp_path):
 def test_held_out_draws_documents_or_a_number_of_them_and_refuses_bad_values(capsys):
     import argparse
 
-    from lmpipe.cli import _held_out_documents
+    from lmpipe.cli_held_out import held_out_documents
     from lmpipe.datasets import TextCorpus
 
     corpus = TextCorpus.from_documents([[f"Sentence {i}.", "And more."] for i in range(10)])
     arguments = argparse.Namespace(held_out=0.2, seed=0, epochs=2)
-    rest, held = _held_out_documents(corpus, arguments)
+    rest, held = held_out_documents(corpus, arguments)
     assert (len(rest), len(held)) == (8, 2)
-    assert capsys.readouterr().out == (
-        "Held out 2 documents (4 sentences), evaluated after each of the 2 epochs; training on 8\n"
-    )
+    assert capsys.readouterr().out == ""  # validation_documents says it, once settled
     arguments.held_out = 3.0
-    assert len(_held_out_documents(corpus, arguments)[1]) == 3
+    assert len(held_out_documents(corpus, arguments)[1]) == 3
     arguments.held_out = 0.0
-    assert _held_out_documents(corpus, arguments) == (corpus, None)
+    assert held_out_documents(corpus, arguments) == (corpus, None)
     # The default share of too small a corpus: no held-out documents, said; asked for: refused.
     arguments.held_out, arguments.flags_given = 0.01, set()
-    assert _held_out_documents(corpus, arguments) == (corpus, None)
-    assert "note: 10 documents are too few to hold out 0.01 of them" in capsys.readouterr().out
+    assert held_out_documents(corpus, arguments) == (corpus, None)
+    assert "note: validation is off: 10 documents are too few to hold out 0.01 of them" in (
+        capsys.readouterr().out
+    )
     arguments.flags_given = {"--held-out"}
     with pytest.raises(SystemExit, match="--held-out.*gives 0 of the corpus's 10 documents"):
-        _held_out_documents(corpus, arguments)
+        held_out_documents(corpus, arguments)
     for value, message in (
         (1.5, "--held-out is a share below 1 or a number, got 1.5"),
         (10.0, "--held-out.*gives 10 of the corpus's 10 documents"),
@@ -635,7 +639,7 @@ def test_held_out_draws_documents_or_a_number_of_them_and_refuses_bad_values(cap
     ):
         arguments.held_out = value
         with pytest.raises(SystemExit, match=message):
-            _held_out_documents(corpus, arguments)
+            held_out_documents(corpus, arguments)
 
 
 GPT2_FOLDER = pathlib.Path(__file__).parent / "models" / "fixtures" / "gpt2_tiny"

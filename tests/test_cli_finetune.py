@@ -102,7 +102,7 @@ def test_finetune_demo_on_the_spam_assassin_corpus(
 @pytest.mark.parametrize(
     "options, message",
     [
-        (["--validation", "v.csv"], "--validation go with --train"),
+        (["--validation", "{train}"], "--validation go with --train"),
         (["--train", "missing.csv"], "missing.csv"),
         (["--train", "{one_label}"], "has one label \\(spam\\): nothing to learn"),
         (["--train", "{train}", "--test", "{other}"], "has labels that --train does not: eggs"),
@@ -201,7 +201,7 @@ def test_show_tag_brackets_entities_and_falls_back_to_word_slash_tag():
 @pytest.mark.parametrize(
     "options, message",
     [
-        (["--test", "t.conll"], "--test go with --train"),
+        (["--test", "{train}"], "--test go with --train"),
         (["--train", "missing.conll"], "missing.conll"),
         (["--train", "{one_tag}"], r"has one tag \(O\): nothing to learn"),
         (["--train", "{train}", "--test", "{other}"], "has tags that --train does not: B-LOC"),
@@ -301,7 +301,7 @@ def test_finetune_spans_on_squad_json_then_predict_and_evaluate(tiny_bert, tmp_p
 @pytest.mark.parametrize(
     "options, message",
     [
-        (["--validation", "v.json"], "--validation go with --train"),
+        (["--validation", "{train}"], "--validation go with --train"),
         (["--train", "missing.json"], "missing.json: no such file"),
         (["--train", "{bad}"], r"question id '0-SPAM': the answer 'SPAM' is not in the context"),
         (["--train", "{train}", "--doc-stride", "20"], "--doc-stride must be an integer in"),

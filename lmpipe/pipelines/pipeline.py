@@ -264,6 +264,11 @@ class Pipeline:
             steps_per_epoch = one_pass_steps(steps, update_batch, self.data_name)
         if validation is not None:
             batches = self.evaluation_batches(validation, batch_size, None)
+            if not has_a_batch(batches):  # else the first epoch would end without val_ metrics
+                raise ValueError(
+                    f"`validation` makes no batch of `batch_size`={batch_size} examples: give "
+                    "more validation data, a smaller batch size, or no validation."
+                )
             options["callbacks"] = [EvaluateEachEpoch(batches), *(options.get("callbacks") or [])]
         optimizer = self.optimizer(options)
         previous = self.model if options.get("checkpoint_dir") is None else None
@@ -584,3 +589,8 @@ def perplexity(loss):
 def batch_count(dataset):
     """The number of elements of a finite `tf.data.Dataset`, by walking it."""
     return int(dataset.reduce(tf.constant(0, tf.int64), lambda count, _: count + 1).numpy())
+
+
+def has_a_batch(dataset):
+    """Whether a `tf.data.Dataset` yields anything (it builds the first element only)."""
+    return any(True for _ in dataset.take(1))
