@@ -197,7 +197,8 @@ class Tokenizer(tf.Module):
 
         Args:
             ids: int ids, `[N, (pieces)]` ragged or `[N, S]` dense (padded), or a 1-D vector.
-                Padding ids are always left out.
+                Padding ids are always left out (GPT-2's, which is also its end of text, only
+                where it ends a dense row).
             skip_special_tokens: also leave out every other id of `special_token_ids`.
 
         Returns:
@@ -210,8 +211,14 @@ class Tokenizer(tf.Module):
         if ids.shape.rank is not None and ids.shape.rank < 1:
             raise ValueError("`ids` must have at least one dimension (the pieces of a text).")
         ids = tf.cast(ids, tf.int32)
+        left_out = self._left_out(ids, skip_special_tokens)
+        return self._join(tf.ragged.boolean_mask(ids, tf.logical_not(left_out)))
+
+    def _left_out(self, ids, skip_special_tokens):
+        """Bool, the shape of `ids`: what `detokenize` leaves out (padding ids; with
+        `skip_special_tokens` every special id)."""
         dropped = self._special_mask if skip_special_tokens else self._padding_mask
-        return self._join(tf.ragged.boolean_mask(ids, tf.logical_not(tf.gather(dropped, ids))))
+        return tf.gather(dropped, ids)
 
     # ------------------------------------------------------------------ for subclasses
 
