@@ -35,8 +35,9 @@ class Tokenizer(tf.Module):
         tokens: the pieces, in id order.
         special: `{role: token}` for the roles among "pad", "unk", "cls", "sep", "mask" that
             the vocabulary has ("pad" always; one token may play several roles).
-        special_ids: every id never produced from text but `unk`'s (the roles' and any
-            other control token), which masked LM never predicts nor draws.
+        special_ids: the roles' ids and any other control token's, which masked LM never
+            predicts nor draws (made from text only as `unk`, or where a text spells GPT-2's
+            end token).
         continuation_mask: bool `[len(tokens)]`, True for a piece that continues a word.
         lower_case: whether text is lower-cased before it is split.
         name: name of the `tf.Module`.
@@ -134,8 +135,9 @@ class Tokenizer(tf.Module):
 
     @property
     def special_token_ids(self):
-        """Sorted ids of the special tokens: never produced from text but the unknown token,
-        never predicted nor drawn as random replacements by masked LM."""
+        """Sorted ids of the special tokens: never produced from text but the unknown token
+        (and GPT-2's end token where a text spells it), never predicted nor drawn as random
+        replacements by masked LM."""
         return list(self._special_ids)
 
     @property

@@ -161,6 +161,10 @@ def test_shapes_padding_and_utf8_output(gpt2):
     assert len(emoji) > 1
     cut = gpt2.detokenize(tf.constant(emoji[:1], tf.int32)).numpy().decode("utf-8")
     assert cut == "\ufffd"
+    # Bytes that are not UTF-8 are read as U+FFFD (Python's errors="replace"); NUL is text.
+    replaced = gpt2.tokenize(tf.constant([b"a\xffb\xe2\x82", "a\ufffdb\ufffd"])).to_list()
+    assert replaced[0] == replaced[1]
+    assert gpt2.detokenize(gpt2.tokenize("a\x00b")).numpy() == b"a\x00b"
 
 
 def test_runs_in_tf_data_and_in_a_saved_model(gpt2, tmp_path):
