@@ -1,16 +1,17 @@
 """Byte-level BPE, GPT-2's tokenizer, in the TensorFlow graph.
 
 Text is cut into pre-tokens by GPT-2's pattern (contractions, a space and letters, a space and
-digits, a space and other symbols, whitespace runs), each pre-token's UTF-8 bytes are written
-as printable characters (byte 0x20, the space, is "Ġ"; 0x0A, the newline, is "Ċ"), and the
-merges of `merges.txt` join them in rank order into pieces of `vocab.json`. Every byte has a
-piece, so no text is unknown, and joining the pieces' bytes gives the text back exactly.
+digits, a space and other symbols, whitespace runs; `byte_pair_split`), each pre-token's UTF-8
+bytes are written as printable characters (byte 0x20, the space, is "Ġ"; 0x0A, the newline, is
+"Ċ"), and the merges of `merges.txt` join them in rank order into pieces of `vocab.json`
+(`byte_pair_merging`). Every byte has a piece, so no text is unknown, and joining the pieces'
+bytes gives the text back exactly.
 
-The merging runs in keras-hub's `BytePairTokenizer` (graph ops and tensorflow-text's
-`RegexSplitWithOffsets`, which TF Serving links), the same algorithm as Hugging Face's
-`GPT2Tokenizer`: ids equal transformers' for the same files (see the tests' fixture). One
-difference, on purpose: "<|endoftext|>" written in a text is tokenized as its characters, not
-as the end-of-text id, so a document cannot end another by quoting it.
+All of it is TensorFlow's own graph ops (a regex replace and split, a hash table, one
+`tf.while_loop` over a batch's distinct words), which tf.data and TF Serving run. Ids equal
+openai's encoder.py, transformers' GPT2Tokenizer and AutoTokenizer on the tests' fixture of
+texts chosen to break it (see tests/datasets/fixtures/make_byte_pair_reference.py).
+"<|endoftext|>" written in a text is the end-of-text id, as Hugging Face makes it.
 
 Learning a vocabulary (`BytePairTokenizer.train`) uses Hugging Face's `tokenizers` library
 with GPT-2's byte-level pre-tokenizer.
@@ -24,6 +25,8 @@ import tempfile
 import tensorflow as tf
 
 from lmpipe.arguments import check_positive_int
+from lmpipe.datasets.byte_pair_merging import BytePairMerger, byte_characters, token_bytes
+from lmpipe.datasets.byte_pair_split import split_words
 from lmpipe.datasets.tokenizer import HF_TOKENIZER_CONFIG, Tokenizer, read_json
 from lmpipe.datasets.tokenizer_json import byte_pair_file, has_tokenizer_file
 from lmpipe.datasets.wordpiece_trainer import corpus_texts
@@ -52,19 +55,24 @@ class BytePairTokenizer(Tokenizer):
     `save`/`load`, `train`, `from_pretrained`). Its special token is the end of text
     (`<|endoftext|>`), which plays the roles a causal language model needs: the separator
     between documents (`sep_id`), padding (`pad_id`, always masked out) and the unknown token
-    (never produced: every byte has a piece). It has no `[CLS]` nor `[MASK]`, so it serves GPT
-    and ELMo, not the masked-LM and classification pipelines.
+    (never produced: every byte has a piece). Typed in a text it is that id too, as in Hugging
+    Face's tokenizers; `detokenize` writes it as its text, and leaves it out where it pads the
+    end of a dense row (everywhere with `skip_special_tokens`). It has no `[CLS]` nor `[MASK]`,
+    so it serves GPT and ELMo, not the masked-LM and classification pipelines.
 
     A word (for `tokenize_words` and `continuation_mask`) starts at a piece that begins with
     a whitespace byte ("Ġ", "Ċ", ...) and at the start of a text; punctuation continues the
     word before it.
 
     Args:
-        vocabulary: `{token: id}` (vocab.json), ids exactly `0 .. len - 1`.
-        merges: the merge rules, "a b" strings in rank order; both sides must be tokens.
+        vocabulary: `{token: id}` (vocab.json), ids exactly `0 .. len - 1`, with a token for
+            each of the 256 bytes.
+        merges: the merge rules, "a b" strings in rank order; both sides and what they make
+            must be tokens (a rule given twice keeps its last rank, as in encoder.py).
         end_token: the end-of-text token, in `vocabulary`.
-        add_prefix_space: put a space before each text, so its first word is tokenized as
-            after a space (GPT-2: no).
+        add_prefix_space: put a space before each text (and each part between end tokens)
+            that does not start with one, so its first word is tokenized as after a space
+            (GPT-2: no).
         name: name of the `tf.Module`.
 
     Example:
@@ -90,7 +98,17 @@ class BytePairTokenizer(Tokenizer):
         if not isinstance(add_prefix_space, bool):
             raise ValueError(f"`add_prefix_space` must be True or False, got {add_prefix_space!r}.")
         tokens = _tokens_in_id_order(vocabulary)
+        missing = [c for c in byte_characters() if c not in vocabulary]
+        if missing:
+            raise ValueError(
+                f"`vocabulary` lacks {len(missing)} of the 256 byte tokens, e.g. "
+                f"{missing[:5]}: byte-level BPE needs one for every byte."
+            )
         merges = _checked_merges(merges, vocabulary)
+        if not isinstance(end_token, str) or not end_token or not end_token.isprintable():
+            raise ValueError(
+                f"`end_token` must be a non-empty string of printable characters: {end_token!r}."
+            )
         if end_token not in vocabulary:
             raise ValueError(
                 f"The vocabulary has no end-of-text token {end_token!r} (`end_token`)."
@@ -108,28 +126,19 @@ class BytePairTokenizer(Tokenizer):
             lower_case=False,
             name=name,
         )
-        import keras_hub
-
         self._merges = tuple(merges)
         self._end_token = end_token
         self._add_prefix_space = add_prefix_space
-        self._byte_pair = keras_hub.tokenizers.BytePairTokenizer(
-            vocabulary=dict(vocabulary),
-            merges=list(merges),
-            add_prefix_space=add_prefix_space,
-            unsplittable_tokens=[],
-            dtype="int32",
+        self._merger = BytePairMerger(vocabulary, merges)
+        # What each id stands for: the end token its text, any other token its bytes.
+        self._token_bytes = tf.constant(
+            [token_bytes(t) if i != end_id else end_token.encode() for i, t in enumerate(tokens)]
         )
-        # Called eagerly, keras-hub turns its outputs into Python lists; inside a graph it
-        # gives tensors. So it always runs in one (one trace each: the signatures are fixed).
+        self._end_id = end_id
+        # Called eagerly, one graph (one trace: the signature is fixed) runs the merge loop.
         self._tokenize_strings = tf.function(
-            self._byte_pair.tokenize,
+            self._tokenize_flat,
             input_signature=[tf.TensorSpec([None], tf.string)],
-            autograph=False,
-        )
-        self._join_ids = tf.function(
-            self._byte_pair.detokenize,
-            input_signature=[tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1)],
             autograph=False,
         )
 
@@ -295,17 +304,33 @@ class BytePairTokenizer(Tokenizer):
     def _tokenize_batch(self, texts):
         return self._tokenize_strings(texts)
 
+    def _tokenize_flat(self, texts):
+        """`[N]` strings to int32 ids `[N, (pieces)]`: GPT-2's words, each merged."""
+        words, special = split_words(texts, self._end_token, self._add_prefix_space)
+        # A special word merges as a one-byte word would (to one piece), then becomes the end id.
+        ids = self._merger.merge(tf.where(special.values, " ", words.values))  # [W, (pieces)]
+        ids = ids.with_values(
+            tf.where(tf.gather(special.values, ids.value_rowids()), self._end_id, ids.values)
+        )
+        return words.with_values(ids).merge_dims(1, 2)
+
+    def _left_out(self, ids, skip_special_tokens):
+        """The end token is also the padding: left out where it ends a dense (padded) row,
+        kept in ragged rows (written as its text, as Hugging Face decodes it)."""
+        if skip_special_tokens:
+            return super()._left_out(ids, skip_special_tokens)
+        if isinstance(ids, tf.RaggedTensor):
+            return tf.zeros_like(ids, tf.bool)
+        ending = tf.cast(tf.equal(ids, self._end_id), tf.int32)
+        return tf.math.cumprod(ending, axis=-1, reverse=True) > 0  # the run of end ids at the end
+
     def _join(self, ids):
         """The pieces' bytes joined, made valid UTF-8 (ids may end inside a character; TF
         Serving's REST API refuses a string output that is not UTF-8): such bytes become
-        U+FFFD."""
-        if isinstance(ids, tf.RaggedTensor) and ids.ragged_rank > 1:
-            return ids.with_values(self._join(ids.values))
+        U+FFFD, as in Hugging Face's decoding."""
         if not isinstance(ids, tf.RaggedTensor) and ids.shape.rank == 1:
             return self._join(ids[tf.newaxis])[0]
-        if not isinstance(ids, tf.RaggedTensor):
-            ids = tf.RaggedTensor.from_tensor(ids)
-        text = self._join_ids(tf.cast(ids.with_row_splits_dtype(tf.int64), tf.int32))
+        text = tf.strings.reduce_join(tf.gather(self._token_bytes, ids), axis=-1)
         return tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace")
 
     def __repr__(self):
@@ -346,6 +371,10 @@ def _checked_merges(merges, vocabulary):
         for part in parts:
             if part not in vocabulary:
                 raise ValueError(f"`merges`: rule {rank} {merge!r} joins {part!r}, not a token.")
+        if parts[0] + parts[1] not in vocabulary:
+            raise ValueError(
+                f"`merges`: rule {rank} {merge!r} makes {parts[0] + parts[1]!r}, not a token."
+            )
         checked.append(merge)
     return checked
 

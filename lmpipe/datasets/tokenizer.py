@@ -35,8 +35,9 @@ class Tokenizer(tf.Module):
         tokens: the pieces, in id order.
         special: `{role: token}` for the roles among "pad", "unk", "cls", "sep", "mask" that
             the vocabulary has ("pad" always; one token may play several roles).
-        special_ids: every id never produced from text but `unk`'s (the roles' and any
-            other control token), which masked LM never predicts nor draws.
+        special_ids: the roles' ids and any other control token's, which masked LM never
+            predicts nor draws (made from text only as `unk`, or where a text spells GPT-2's
+            end token).
         continuation_mask: bool `[len(tokens)]`, True for a piece that continues a word.
         lower_case: whether text is lower-cased before it is split.
         name: name of the `tf.Module`.
@@ -134,8 +135,9 @@ class Tokenizer(tf.Module):
 
     @property
     def special_token_ids(self):
-        """Sorted ids of the special tokens: never produced from text but the unknown token,
-        never predicted nor drawn as random replacements by masked LM."""
+        """Sorted ids of the special tokens: never produced from text but the unknown token
+        (and GPT-2's end token where a text spells it), never predicted nor drawn as random
+        replacements by masked LM."""
         return list(self._special_ids)
 
     @property
@@ -197,7 +199,8 @@ class Tokenizer(tf.Module):
 
         Args:
             ids: int ids, `[N, (pieces)]` ragged or `[N, S]` dense (padded), or a 1-D vector.
-                Padding ids are always left out.
+                Padding ids are always left out (GPT-2's, which is also its end of text, only
+                where it ends a dense row).
             skip_special_tokens: also leave out every other id of `special_token_ids`.
 
         Returns:
@@ -210,8 +213,14 @@ class Tokenizer(tf.Module):
         if ids.shape.rank is not None and ids.shape.rank < 1:
             raise ValueError("`ids` must have at least one dimension (the pieces of a text).")
         ids = tf.cast(ids, tf.int32)
+        left_out = self._left_out(ids, skip_special_tokens)
+        return self._join(tf.ragged.boolean_mask(ids, tf.logical_not(left_out)))
+
+    def _left_out(self, ids, skip_special_tokens):
+        """Bool, the shape of `ids`: what `detokenize` leaves out (padding ids; with
+        `skip_special_tokens` every special id)."""
         dropped = self._special_mask if skip_special_tokens else self._padding_mask
-        return self._join(tf.ragged.boolean_mask(ids, tf.logical_not(tf.gather(dropped, ids))))
+        return tf.gather(dropped, ids)
 
     # ------------------------------------------------------------------ for subclasses
 
