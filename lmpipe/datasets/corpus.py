@@ -145,7 +145,8 @@ class TextCorpus:
 
         What validation found is kept beside the files, in `.lmpipe-manifest.json` (see
         `lmpipe.datasets.corpus_manifest`): the next start reads only the files whose size,
-        modification time or reading settings changed, not the whole corpus again.
+        modification time, content hash or reading settings changed, not the whole corpus
+        again; a record that does not fit is ignored with a warning.
 
         Args:
             patterns: a glob pattern or path, or a list of them (`tf.io.gfile.glob` syntax,
@@ -375,13 +376,42 @@ class TextCorpus:
         return documents.map(as_document)
 
     def iter_documents(self):
-        """Yield the documents as lists of `str`, in the order of `documents()`."""
+        """Yield the documents as lists of `str`, in the order of `documents()`.
+
+        A file corpus's documents are counted file by file as they are read, against the
+        counts the corpus was made with (`file_stats`): a file that holds more or fewer (it
+        changed since, or its manifest record was wrong) raises a `ValueError` naming it,
+        rather than a split or a count that silently leaves documents out."""
         if self._documents is not None:
             for document in self._documents:
                 yield list(document)
             return
-        for document in self.documents().as_numpy_iterator():
+        paths = tf.data.Dataset.from_tensor_slices(tf.constant(self._files, tf.string))
+        tagged = paths.enumerate().flat_map(
+            lambda index, path: self._file_documents(path).map(lambda document: (index, document))
+        )
+        expected = [stats.num_documents for stats in self._file_stats]
+        current, read = 0, 0  # the file being read, and its documents read so far
+        for index, document in tagged.as_numpy_iterator():
+            for done in range(current, index):  # the files before this document's are read
+                self._check_count(done, read if done == current else 0)
+            current, read = (index, read + 1) if index == current else (index, 1)
+            if read > expected[index]:
+                self._check_count(index, read)
             yield [sentence.decode("utf-8") for sentence in document]
+        for done in range(current, len(self._files)):
+            self._check_count(done, read if done == current else 0)
+
+    def _check_count(self, index, read):
+        """Raise unless file `index` held the documents its `FileStats` counted, `read`."""
+        path, expected = self._files[index], self._file_stats[index].num_documents
+        if read != expected:
+            found = f"{read:,} documents, not" if read < expected else "more documents than"
+            raise ValueError(
+                f"{path} holds {found} the {expected:,} counted when the corpus was made: "
+                "the file changed since (or its manifest record is wrong); make the corpus "
+                "again (TextCorpus.from_files; manifest=False validates every file again)."
+            )
 
     def document_metadata(self):
         """One `dict` per document, in the order of `documents()`, or None if there is none.

@@ -62,52 +62,42 @@ def write_json_atomically(path, value):
     tf.io.gfile.rename(temporary, path, overwrite=True)
 
 
-class TrainingCheckpoint:
-    """The checkpoints of one training run in `directory`.
+class RunCheckpoints:
+    """The checkpoints of one run in `directory`: what `tf.train.Checkpoint` `checkpoint`
+    tracks, numbered by the run's position (`steps`), with the resuming described above
+    (`run.json`, the newest intact checkpoint, leftovers, the workers' agreement).
+    `TrainingCheckpoint` is it for a Keras model; word2vec's loop uses it directly.
 
     Args:
         directory: where checkpoints go; workers other than the chief write theirs to a
             temporary directory (they must take part in saving, but only the chief's are kept;
             `close` removes it).
-        model: the compiled Keras model; its optimizer is checkpointed with it.
-        strategy: the distribution strategy the model was built in.
-        run_config: a JSON-serializable dict describing the model; it must match on resume.
+        checkpoint: a `tf.train.Checkpoint` of everything a resumed run restores.
+        strategy: the distribution strategy the variables were made in.
+        run_config: a JSON-serializable dict describing the run; it must match on resume.
+        steps: `() -> int`, the run's position now (steps or epochs done), which numbers the
+            checkpoints and is what `restore` returns.
         max_to_keep: number of checkpoints kept.
     """
 
-    def __init__(self, directory, model, strategy, run_config, max_to_keep=3):
+    def __init__(self, directory, checkpoint, strategy, run_config, steps, max_to_keep=3):
         self.directory = directory
         self.strategy = strategy
         self.chief = is_chief(strategy)
-        self.model = model
+        self.checkpoint = checkpoint
         self.run_config = run_config
         self.max_to_keep = max_to_keep
+        self._steps = steps
         self._write_directory = (
             directory if self.chief else tempfile.mkdtemp(prefix="lmpipe-worker-")
         )
-        # The random states of dropout (Keras seed generators) are not among the model's
-        # checkpointed weights; saving them too makes a resumed run draw the same dropout
-        # masks as an uninterrupted one.
-        random_states = {
-            f"state_{index}": variable.value
-            for index, variable in enumerate(model.variables)
-            if variable.path.endswith("seed_generator_state")
-        }
-        self.checkpoint = tf.train.Checkpoint(
-            model=model, optimizer=model.optimizer, random_states=random_states
-        )
-        # State a model keeps outside its weights (XLNet's per-replica memory), offered by
-        # an optional `checkpoint_state() -> {name: trackable}`.
-        model_state = model.checkpoint_state() if hasattr(model, "checkpoint_state") else {}
-        if model_state:
-            self.checkpoint.model_state = model_state
         self._manager = None  # made by the first save, after `restore`
         self._saved_steps = None
 
     @property
     def steps(self):
-        """Training steps done so far (the optimizer's iteration counter)."""
-        return int(self.model.optimizer.iterations.numpy())
+        """The run's position now: the number the next checkpoint gets."""
+        return self._steps()
 
     def restore(self):
         """Restore the newest intact checkpoint, if there is one; return the steps it had done.
@@ -116,7 +106,7 @@ class TrainingCheckpoint:
         steps they restored).
 
         Raises:
-            ValueError: when the checkpoints are of another model configuration, when
+            ValueError: when the checkpoints are of another run configuration, when
                 `run.json` cannot be read, when no checkpoint reads back completely, or when
                 the workers of a multi-worker run restored different steps.
         """
@@ -137,27 +127,10 @@ class TrainingCheckpoint:
 
     def save(self):
         """Write a checkpoint numbered by the current step, unless there is one of this step
-        already (an epoch end that is also a `checkpoint_every` step is saved once).
-
-        Raises:
-            FloatingPointError: when a weight is NaN or infinite (the checkpoints written
-                before are kept, and none of these weights).
-        """
+        already (an epoch end that is also a `checkpoint_every` step is saved once)."""
         steps = self.steps
         if steps == self._saved_steps:
             return
-        variables = self.model.trainable_variables
-        finite = tf.stack([tf.reduce_all(tf.math.is_finite(v.value)) for v in variables])
-        bad = [
-            variable.path for variable, ok in zip(variables, finite.numpy(), strict=True) if not ok
-        ]
-        if bad:
-            raise FloatingPointError(
-                f"After step {steps} the weights {', '.join(bad[:5])}"
-                f"{' and others' if len(bad) > 5 else ''} are not finite; training stopped "
-                f"without checkpointing them (the checkpoints in {self.directory!r} are "
-                "kept). Lower the learning rate or clip the gradients harder."
-            )
         if self._manager is None:
             self._manager = tf.train.CheckpointManager(
                 self.checkpoint,
@@ -226,7 +199,7 @@ class TrainingCheckpoint:
         damaged = []
         for _, prefix in candidates:
             try:
-                self.checkpoint.restore(prefix).assert_existing_objects_matched()
+                self._restore_from(prefix)
             except (ValueError, AssertionError, IndexError, tf.errors.OpError) as error:
                 # A mismatch with the model, or damaged files: reading the files alone tells.
                 reason = _unreadable(prefix)
@@ -249,6 +222,10 @@ class TrainingCheckpoint:
             f"{'; '.join(damaged)}. Restore them from a copy, or remove them and the pointer "
             f"file {self._pointer_path()} to train from the start."
         )
+
+    def _restore_from(self, prefix):
+        """Restore the checkpoint `prefix`; raise if it does not fit what `checkpoint` tracks."""
+        self.checkpoint.restore(prefix).assert_existing_objects_matched()
 
     def _remove_leftovers(self):
         """Remove the folders and files a killed run left half-written."""
@@ -318,6 +295,71 @@ class TrainingCheckpoint:
                 "checkpoint directory: put `checkpoint_dir` on storage that all workers share, "
                 "at the same path on each."
             )
+
+
+class TrainingCheckpoint(RunCheckpoints):
+    """The checkpoints of a Keras model's training run in `directory` (see `RunCheckpoints`):
+    the model's and the optimizer's variables, the random states of dropout and the model's
+    `checkpoint_state()`, numbered by the optimizer's step counter.
+
+    Args:
+        directory: where checkpoints go (see `RunCheckpoints`).
+        model: the compiled Keras model; its optimizer is checkpointed with it.
+        strategy: the distribution strategy the model was built in.
+        run_config: a JSON-serializable dict describing the model; it must match on resume.
+        max_to_keep: number of checkpoints kept.
+    """
+
+    def __init__(self, directory, model, strategy, run_config, max_to_keep=3):
+        self.model = model
+        # The random states of dropout (Keras seed generators) are not among the model's
+        # checkpointed weights; saving them too makes a resumed run draw the same dropout
+        # masks as an uninterrupted one.
+        random_states = {
+            f"state_{index}": variable.value
+            for index, variable in enumerate(model.variables)
+            if variable.path.endswith("seed_generator_state")
+        }
+        checkpoint = tf.train.Checkpoint(
+            model=model, optimizer=model.optimizer, random_states=random_states
+        )
+        # State a model keeps outside its weights (XLNet's per-replica memory), offered by
+        # an optional `checkpoint_state() -> {name: trackable}`.
+        model_state = model.checkpoint_state() if hasattr(model, "checkpoint_state") else {}
+        if model_state:
+            checkpoint.model_state = model_state
+        super().__init__(
+            directory,
+            checkpoint,
+            strategy,
+            run_config,
+            steps=lambda: int(model.optimizer.iterations.numpy()),
+            max_to_keep=max_to_keep,
+        )
+
+    def save(self):
+        """Write a checkpoint numbered by the current step (see `RunCheckpoints.save`).
+
+        Raises:
+            FloatingPointError: when a weight is NaN or infinite (the checkpoints written
+                before are kept, and none of these weights).
+        """
+        steps = self.steps
+        if steps == self._saved_steps:
+            return
+        variables = self.model.trainable_variables
+        finite = tf.stack([tf.reduce_all(tf.math.is_finite(v.value)) for v in variables])
+        bad = [
+            variable.path for variable, ok in zip(variables, finite.numpy(), strict=True) if not ok
+        ]
+        if bad:
+            raise FloatingPointError(
+                f"After step {steps} the weights {', '.join(bad[:5])}"
+                f"{' and others' if len(bad) > 5 else ''} are not finite; training stopped "
+                f"without checkpointing them (the checkpoints in {self.directory!r} are "
+                "kept). Lower the learning rate or clip the gradients harder."
+            )
+        super().save()
 
 
 def _unreadable(prefix):

@@ -7,6 +7,7 @@ import tensorflow as tf
 from keras import ops
 
 from lmpipe.arguments import check_number
+from lmpipe.pipelines.gradient_norms import global_norm, global_norm_scale, summed_rows
 
 
 @keras.saving.register_keras_serializable(package="lmpipe")
@@ -116,9 +117,11 @@ class _FusedAdamUpdate:
     kernel, and AdamW with clipping costs at most about 1% more than plain Adam where Keras'
     cost 4-4.5% (`benchmarks/training.py`).
 
-    Sparse gradients (`tf.IndexedSlices`) go through Keras' update, clipped as Keras clips them
-    (which makes them dense: those take the fused path); amsgrad goes through Keras'
-    throughout."""
+    A sparse gradient (`tf.IndexedSlices`, an embedding's) is clipped by the norm of its rows
+    summed by index and updated as the dense gradient it stands for (`gradient_norms`): Keras'
+    clipping and Adam's second moment square repeated rows separately, so that a batch would
+    train otherwise than the same batch accumulated from micro-batches. amsgrad goes through
+    Keras' update (with dense gradients too)."""
 
     # The clipping scale of the gradients `apply` is updating with, from `_clip_gradients`
     # (None: Keras clipped them, or no clipping).
@@ -128,12 +131,18 @@ class _FusedAdamUpdate:
         """Global-norm clipping on one replica: the scale here, applied in `update_step`.
 
         Keras' own otherwise (clipping by each gradient's norm or value; several replicas,
-        where Keras clips each replica's gradients before they are summed)."""
+        where Keras clips each replica's gradients before they are summed). Either way the
+        rows of sparse gradients are summed by index first, so that each clipping measures
+        the gradient itself (`gradient_norms`)."""
         self._gradient_scale = None
+        if not (self.clipnorm or self.global_clipnorm or self.clipvalue):
+            return grads
+        grads = [summed_rows(g) for g in grads]
         one_replica = tf.distribute.get_strategy().num_replicas_in_sync == 1
         if self.amsgrad or not self.global_clipnorm or not one_replica:
             return super()._clip_gradients(grads)
-        self._gradient_scale = _global_norm_scale(grads, self.global_clipnorm)
+        norm = global_norm(grads, rows_summed=True)
+        self._gradient_scale = global_norm_scale(norm, self.global_clipnorm)
         return grads
 
     def _apply_weight_decay(self, variables):
@@ -142,6 +151,10 @@ class _FusedAdamUpdate:
             super()._apply_weight_decay(variables)
 
     def update_step(self, gradient, variable, learning_rate):
+        if isinstance(gradient, tf.IndexedSlices):
+            # The dense gradient: repeated rows summed (Keras' update of the slices would
+            # square them one by one, and makes the moments dense anyway).
+            gradient = tf.convert_to_tensor(gradient)
         if self.amsgrad:
             return super().update_step(gradient, variable, learning_rate)
         variable = _tf_variable(variable)
@@ -150,12 +163,6 @@ class _FusedAdamUpdate:
         decay = None
         if self.weight_decay is not None and self._use_weight_decay(variable):
             decay = tf.cast(learning_rate, dtype) * tf.cast(self.weight_decay, dtype)
-        if isinstance(gradient, tf.IndexedSlices):
-            if scale is None:
-                if decay is not None:
-                    variable.assign_sub(variable * decay)
-                return super().update_step(gradient, variable, learning_rate)
-            gradient = tf.convert_to_tensor(gradient)  # as Keras' clipping makes it
         gradient = tf.cast(gradient, dtype)
         step = tf.cast(self.iterations + 1, dtype)
         beta_1 = tf.cast(self.beta_1, dtype)
@@ -197,21 +204,6 @@ class _FusedAdamUpdate:
             epsilon=epsilon,
             grad=gradient,
         )
-
-
-def _global_norm_scale(gradients, clipnorm):
-    """The factor Keras' `clip_by_global_norm` multiplies `gradients` by, with the same
-    formula: `clipnorm / norm` above `clipnorm`, `clipnorm * (1 / clipnorm)` (1, to float
-    rounding) below it, NaN for a norm that is not finite. A sparse gradient's rows count as
-    they are (as in Keras), repeated rows included; the squares are summed by `l2_loss`, one
-    pass over each gradient (Keras squares, then sums)."""
-    squares = [
-        tf.cast(tf.nn.l2_loss(g.values if isinstance(g, tf.IndexedSlices) else g), "float32")
-        for g in gradients
-        if g is not None
-    ]
-    norm = tf.sqrt(2.0 * tf.add_n(squares))
-    return clipnorm * tf.minimum(1.0 / norm, 1.0 / clipnorm) + (norm - norm)
 
 
 @tf.function(jit_compile=True, autograph=False, reduce_retracing=True)

@@ -51,9 +51,10 @@ from lmpipe.datasets.word_similarity import (
 )
 from lmpipe.kernels import KernelUnavailableError, load_kernel
 from lmpipe.models.word2vec import Word2VecModel, negative_sampling_loss
-from lmpipe.pipelines.distribution import distributed_dataset, distribution_strategy, is_chief
+from lmpipe.pipelines.distribution import distributed_dataset, distribution_strategy
 from lmpipe.pipelines.pipeline import Pipeline, PipelineOptions
 from lmpipe.pipelines.training import History, check_training_options
+from lmpipe.pipelines.word2vec_checkpoints import Word2VecCheckpoints, vocabulary_fingerprint
 from lmpipe.serving.text_export import export_text_function
 
 VOCABULARY_FILE = "vocabulary.tsv"
@@ -233,8 +234,11 @@ class Word2Vec(Pipeline):
             **training_options: `strategy` (None, "mirrored", "multi_worker" or a
                 `tf.distribute.Strategy`; each input pipeline reads its own shard of the
                 corpus), `checkpoint_dir` (checkpoint after every epoch there; a run started
-                again with the same arguments resumes after the last finished epoch) and
-                `verbose` (print the loss and speed of each epoch; default True).
+                again with the same arguments resumes after the last finished epoch, from the
+                newest intact checkpoint, with the words processed and so the learning rate
+                restored; other options or another vocabulary are a `ValueError` naming
+                them, see `run_settings`) and `verbose` (print the loss and speed of each
+                epoch; default True).
 
         Returns:
             A Keras `History`: per epoch, `loss` (per example), `examples`, `words`,
@@ -283,19 +287,16 @@ class Word2Vec(Pipeline):
         # The sequential kernel runs on the CPU, where its tables must be.
         with strategy.scope(), tf.device("/CPU:0") if sequential else contextlib.nullcontext():
             self.model = Word2VecModel(len(vocabulary), settings.vector_size, seed=settings.seed)
-        checkpoint = manager = None
-        first_epoch = 0
-        epoch_done = tf.Variable(0, dtype=tf.int64, trainable=False)
+        checkpoints = None
+        first_epoch, words_done = 0, 0.0
         if checkpoint_dir is not None:
-            checkpoint = tf.train.Checkpoint(
-                input_embeddings=self.model.embedding.input_embeddings.value,
-                output_embeddings=self.model.embedding.output_embeddings.value,
-                epoch=epoch_done,
+            checkpoints = Word2VecCheckpoints(
+                checkpoint_dir, self.model, strategy, self.run_settings(vocabulary)
             )
-            manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir, max_to_keep=1)
-            if manager.latest_checkpoint:
-                checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-                first_epoch = int(epoch_done.numpy())
+            first_epoch = checkpoints.restore()
+            # The words processed as the interrupted run counted them (not recomputed from
+            # the epochs), so that the resumed run's learning rates are the unbroken run's.
+            words_done = checkpoints.words_processed(vocabulary.retained_words)
 
         word_ids = {}
 
@@ -362,7 +363,19 @@ class Word2Vec(Pipeline):
             def run_epoch(epoch, words_done):
                 return train_epoch(tf.constant(epoch, tf.int64), words_done)
 
-        words_done = tf.constant(float(first_epoch * vocabulary.retained_words), tf.float64)
+        words_done = tf.constant(words_done, tf.float64)
+        try:
+            return self._train_epochs(
+                run_epoch, first_epoch, epochs, words_done, vocabulary, verbose, checkpoints
+            )
+        finally:
+            if checkpoints is not None:
+                checkpoints.close()
+
+    def _train_epochs(
+        self, run_epoch, first_epoch, epochs, words_done, vocabulary, verbose, checkpoints
+    ):
+        """`fit`'s epochs from `first_epoch`, each checkpointed by `checkpoints` (None: not)."""
         history = History()
         for epoch in range(first_epoch, epochs):
             start = time.perf_counter()
@@ -384,11 +397,16 @@ class Word2Vec(Pipeline):
                     f"word2vec epoch {epoch + 1}/{epochs}: loss {record['loss']:.4f}, "
                     f"{record['examples']} examples, {record['words_per_second']:,.0f} words/s"
                 )
-            if manager is not None:
-                epoch_done.assign(epoch + 1)
-                if is_chief(strategy):
-                    manager.save()
+            if checkpoints is not None:
+                checkpoints.save_epoch(epoch + 1, words_done)
         return history
+
+    def run_settings(self, vocabulary):
+        """What identifies a training run, kept in the checkpoint directory's `run.json` and
+        checked when a run resumes (`lmpipe.pipelines.checkpointing`): the options (method,
+        window, negative, vector_size, min_count, sample, alpha, min_alpha, lower_case,
+        update, seed) and the vocabulary (its size and a hash of its words and counts)."""
+        return self.run_config() | {"vocabulary": vocabulary_fingerprint(vocabulary)}
 
     @staticmethod
     def _distributed(strategy):

@@ -9,6 +9,7 @@ import tensorflow as tf
 from lmpipe.datasets import TextCorpus
 from lmpipe.models import BertConfig, GptConfig
 from lmpipe.pipelines import BertPretraining, GptPretraining, XLNetPretraining
+from lmpipe.pipelines.gradient_norms import global_norm
 from lmpipe.pipelines.training import train
 
 
@@ -93,6 +94,56 @@ def test_accumulation_under_xla_and_loss_scaling(comedies, comedies_tokenizer, o
     batches = training_batches(pipe, comedies)
     whole = sgd_update(pipe, batches, 4, 1, steps=2, **options)
     assert_same_update(whole, sgd_update(pipe, batches, 2, 2, steps=2, **options), atol=atol)
+
+
+def adamw_weights(pipe, corpus, batch_size, accumulation_steps, clipnorm, steps=12):
+    """The weights after `steps` updates of the default AdamW (global-norm clipping at
+    `clipnorm`, weight decay) on batches of `batch_size * accumulation_steps` examples."""
+    model, _ = train(
+        pipe.build_model,
+        lambda per_replica, context, skip: pipe.training_batches(corpus, per_replica, None),
+        run_config={},
+        batch_size=batch_size,
+        epochs=1,
+        steps_per_epoch=steps,
+        seed=1,
+        verbose=0,
+        learning_rate=1e-3,
+        warmup_steps=0,
+        clipnorm=clipnorm,
+        accumulation_steps=accumulation_steps,
+    )
+    return [weight.numpy() for weight in model.trainable_weights]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("clipnorm", [0.5, None], ids=["clipped", "no-clip"])
+def test_accumulated_adamw_updates_are_the_whole_batchs_under_clipping(
+    comedies, comedies_tokenizer, clipnorm
+):
+    """12 AdamW updates of 8 examples, at once or from k = 2, 4, 8 micro-batches: the same
+    weights to float32 rounding of the sums taken in another order (1.7e-7 seen; 1e-6 asked).
+    The big batch's embedding gradients are slices with repeated rows; clipped (or Adam's
+    second moment taken) with the rows squared one by one they were 2.0e-4 apart with
+    clipping (7.4e-3 without)."""
+    pipe = bert_pipeline(comedies_tokenizer)
+    if clipnorm is not None:
+        # The clip bites: the first batch's gradient norm is above `clipnorm`, and its
+        # segment embedding's gradient has repeated rows (two segments, 8 * 48 lookups).
+        model = pipe.build_model()
+        features, labels = next(iter(pipe.training_batches(comedies, 8, None)))
+        with tf.GradientTape() as tape:
+            predictions = model(features, training=True)
+            loss = model.compute_loss(x=features, y=labels, y_pred=predictions)
+        gradients = tape.gradient(loss, model.trainable_weights)
+        sparse = [g for g in gradients if isinstance(g, tf.IndexedSlices)]
+        assert any(len(np.unique(g.indices)) < len(g.indices) for g in sparse)
+        assert float(global_norm(gradients)) > 2 * clipnorm
+    whole = adamw_weights(pipe, comedies, 8, 1, clipnorm)
+    for steps in (2, 4, 8):
+        accumulated = adamw_weights(pipe, comedies, 8 // steps, steps, clipnorm)
+        for weight, other in zip(whole, accumulated, strict=True):
+            np.testing.assert_allclose(other, weight, rtol=0, atol=1e-6)
 
 
 def test_causal_lm_micro_batches_give_the_whole_batchs_update(comedies, comedies_tokenizer):
