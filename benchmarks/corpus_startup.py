@@ -96,7 +96,7 @@ def start(folder, checkpoints, manifest):
 
 def tokens_per_second(folder):
     from lmpipe.datasets import TextCorpus, WordPieceTokenizer
-    from lmpipe.datasets.tokenized_corpus import write_tokenized_corpus
+    from lmpipe.datasets.corpora.tokenized_corpus import write_tokenized_corpus
 
     corpus = TextCorpus.from_files(os.path.join(folder, "part-0.txt"))
     tokenizer = WordPieceTokenizer.load(os.path.join(folder, "tokenizer"))

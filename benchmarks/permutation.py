@@ -25,10 +25,10 @@ import torch  # noqa: E402
 from measure import Results, interleaved_seconds, print_machine, ratio_range, report  # noqa: E402
 from transformers import BertTokenizerFast, DataCollatorForPermutationLanguageModeling  # noqa: E402
 
-from lmpipe.datasets.corpus import TextCorpus  # noqa: E402
-from lmpipe.datasets.permutation import PermutationLM  # noqa: E402
-from lmpipe.datasets.wordpiece import WordPieceTokenizer  # noqa: E402
-from lmpipe.datasets.xlnet_examples import xlnet_examples  # noqa: E402
+from lmpipe.datasets.corpora.corpus import TextCorpus  # noqa: E402
+from lmpipe.datasets.examples.permutation import PermutationLM  # noqa: E402
+from lmpipe.datasets.examples.xlnet_examples import xlnet_examples  # noqa: E402
+from lmpipe.tokenizers.wordpiece import WordPieceTokenizer  # noqa: E402
 
 BATCH, LENGTH, NUM_BATCHES, ROUNDS = 64, 128, 20, 5
 MASK_ALPHA, MAX_SPAN = 6, 5

@@ -3,8 +3,9 @@
 Both train on the same words with the same settings: vector_size 100, window 5, 5 negatives,
 5 epochs, min_count 5, sample 1e-3, skip-gram and CBOW (gensim: workers=2, its defaults
 otherwise, so alpha 0.025 for both methods; lmpipe: the same alpha, its default batch sizes).
-The words are lmpipe's (`lmpipe.datasets.word2vec_vocabulary.split_words`: lowercased runs of
-letters, digits and inner apostrophes); gensim gets them as token lists made before its clock
+The words are lmpipe's
+(`lmpipe.datasets.examples.word2vec_vocabulary.split_words`: lowercased runs of letters,
+digits and inner apostrophes); gensim gets them as token lists made before its clock
 starts, whereas lmpipe's time includes reading and splitting the text, learning the vocabulary and
 compiling its step, so the comparison is conservative for lmpipe.
 
@@ -41,8 +42,7 @@ from gensim.models import Word2Vec as GensimWord2Vec  # noqa: E402
 from measure import Results, print_machine  # noqa: E402
 
 from lmpipe.datasets import TextCorpus  # noqa: E402
-from lmpipe.datasets.word2vec_examples import split_words  # noqa: E402
-from lmpipe.datasets.word_similarity import (  # noqa: E402
+from lmpipe.datasets.bundled.word_similarity import (  # noqa: E402
     WIKIPEDIA_SAMPLE,
     analogy_accuracy,
     gensim_test_data,
@@ -50,6 +50,7 @@ from lmpipe.datasets.word_similarity import (  # noqa: E402
     read_word_pairs,
     similarity_correlation,
 )
+from lmpipe.datasets.examples.word2vec_examples import split_words  # noqa: E402
 from lmpipe.pipelines.word2vec import Word2Vec  # noqa: E402
 
 SETTINGS = {"vector_size": 100, "window": 5, "negative": 5, "min_count": 5, "sample": 1e-3}

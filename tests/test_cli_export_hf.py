@@ -9,7 +9,7 @@ import pytest
 def test_a_classifier_fine_tuned_on_the_command_line_exports_as_a_transformers_folder(
     tiny_bert, tmp_path, capsys
 ):
-    from lmpipe.cli import main
+    from lmpipe.cli.main import main
 
     rows = [("win money now, free prize", "spam"), ("see you at five for lunch", "ham")] * 6
     (tmp_path / "train.csv").write_text(

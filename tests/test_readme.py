@@ -68,7 +68,7 @@ def test_the_readme_has_a_command_of_every_verb():
 
 @pytest.mark.parametrize("argv", COMMANDS, ids=[" ".join(c)[:60] for c in COMMANDS])
 def test_every_readme_command_is_one_the_cli_accepts(argv):
-    from lmpipe.cli import _resolve_pretrain_flags, build_parser
+    from lmpipe.cli.main import _resolve_pretrain_flags, build_parser
 
     parser = build_parser()
     try:

@@ -44,7 +44,7 @@ class CharacterCNN(keras.layers.Layer):
     [-1, 1], convolutions uniform in [-0.05, 0.05], highway and projection kernels normal
     with standard deviation `1 / sqrt(F)`, the highway gates' bias at -2 (carry the input).
 
-    Character ids are bilm-tf's (`lmpipe.datasets.token_characters`): 0 for no character
+    Character ids are bilm-tf's (`lmpipe.tokenizers.token_characters`): 0 for no character
     (the rows of padding tokens), the UTF-8 bytes as 1-256, then the begin/end of sentence
     and word markers and the padding character, 262 in all.
 

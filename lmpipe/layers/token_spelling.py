@@ -14,7 +14,7 @@ class TokenSpelling(keras.layers.Layer):
     The table `[vocabulary_size, max_characters]` is a non-trainable int32 weight, so it is
     saved, checkpointed and exported with the model, and a model reads characters from the
     token ids of the data contract (no character input). It starts as zeros (no character)
-    until `set_spellings` fills it, e.g. with `lmpipe.datasets.token_characters(tokenizer)`;
+    until `set_spellings` fills it, e.g. with `lmpipe.tokenizers.token_characters(tokenizer)`;
     loading saved weights fills it too.
 
     Args:

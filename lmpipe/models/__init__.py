@@ -4,16 +4,6 @@ from lmpipe.models.albert import AlbertConfig, albert
 from lmpipe.models.bert import BertConfig, bert, count_parameters
 from lmpipe.models.elmo import ElmoConfig, ElmoLanguageModel, elmo
 from lmpipe.models.gpt import GptCausalLM, GptConfig, gpt
-from lmpipe.models.pretrained import (
-    albert_from_pretrained,
-    bert_from_pretrained,
-    gpt2_from_pretrained,
-    save_pretrained,
-    save_pretrainer,
-    untrained_copy,
-    xlnet_from_pretrained,
-)
-from lmpipe.models.pretrained_tasks import encoder_config_of, save_task_pretrained
 from lmpipe.models.rnn_seq2seq import RnnSeq2Seq, RnnSeq2SeqConfig, rnn_seq2seq
 from lmpipe.models.samplers import (
     BeamSampler,
@@ -32,6 +22,7 @@ from lmpipe.models.sequence_classifier import SequenceClassifier
 from lmpipe.models.span_predictor import SpanPredictor
 from lmpipe.models.token_classifier import TokenClassifier
 from lmpipe.models.transformer import TransformerConfig, TransformerSeq2Seq, transformer
+from lmpipe.models.untrained import untrained_copy
 from lmpipe.models.word2vec import (
     Word2VecModel,
     negative_sampling_loss,
@@ -68,14 +59,6 @@ __all__ = [
     "albert",
     "beam_search",
     "bert",
-    "albert_from_pretrained",
-    "bert_from_pretrained",
-    "gpt2_from_pretrained",
-    "save_pretrained",
-    "save_pretrainer",
-    "save_task_pretrained",
-    "encoder_config_of",
-    "xlnet_from_pretrained",
     "untrained_copy",
     "count_parameters",
     "decode",

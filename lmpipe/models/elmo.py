@@ -7,7 +7,6 @@ import keras
 from keras import ops
 
 from lmpipe.arguments import check_choice, check_number, check_positive_integers, check_rates
-from lmpipe.datasets.token_characters import MAX_CHARACTERS_PER_TOKEN, NUM_CHARACTERS
 from lmpipe.layers.character_cnn import PUBLISHED_FILTERS, CharacterCNN, check_filters
 from lmpipe.layers.dropout import Dropout
 from lmpipe.layers.initializers import bert_initializer
@@ -15,6 +14,7 @@ from lmpipe.layers.projected_lstm_cell import ProjectedLSTMCell
 from lmpipe.layers.token_spelling import TokenSpelling
 from lmpipe.models.losses import masked_cross_entropy
 from lmpipe.models.trainable import FunctionalTrainableModel
+from lmpipe.tokenizers.token_characters import MAX_CHARACTERS_PER_TOKEN, NUM_CHARACTERS
 
 TOKEN_ENCODERS = ("characters", "embedding")
 """How ELMo encodes a token: the paper's character CNN, or a token embedding."""
@@ -191,7 +191,7 @@ class ElmoLanguageModel(FunctionalTrainableModel):
     input. Layer 0 is the token encoding duplicated (after a learned projection to `D` if
     `E != D`). With `token_encoder="characters"` the tokens' spellings come from a table
     kept with the weights (`TokenSpelling`): `token_characters` fills it (the pipeline
-    passes `lmpipe.datasets.token_characters(tokenizer)`), loading saved weights does too;
+    passes `lmpipe.tokenizers.token_characters(tokenizer)`), loading saved weights does too;
     until then every token reads as no characters. With "embedding" the softmax is tied to
     the token embedding (through a shared projection to `E` if `D != E`).
 

@@ -36,7 +36,7 @@ def negative_sampling_loss(logits, weights):
 class Word2VecModel(keras.Model):
     """word2vec (skip-gram or CBOW with negative sampling) as a Keras model.
 
-    Called on a batch of `lmpipe.datasets.word2vec_examples` (a dict with
+    Called on a batch of `lmpipe.datasets.examples.word2vec_examples` (a dict with
     `input_ids`, `candidate_ids` and, for CBOW, `input_mask`), it returns the candidates'
     logits `[P, 1 + K]`; `negative_sampling_loss` turns them into the training loss. The word
     vectors are the input embeddings (`vectors`).
@@ -111,7 +111,7 @@ def sequential_sgd_step(input_table, output_table, features, learning_rate):
 
     Args:
         input_table, output_table: the input and output vectors, `tf.Variable`s `[V, D]`.
-        features: a batch of `lmpipe.datasets.word2vec_examples`, of any size.
+        features: a batch of `lmpipe.datasets.examples.word2vec_examples`, of any size.
         learning_rate: float32 scalar.
 
     Returns:
@@ -167,7 +167,7 @@ def sparse_sgd_step(input_table, output_table, features, learning_rate):
     Args:
         input_table: the input vectors, a `tf.Variable` `[V, D]`.
         output_table: the output vectors, a `tf.Variable` `[V, D]`.
-        features: a batch of `lmpipe.datasets.word2vec_examples`.
+        features: a batch of `lmpipe.datasets.examples.word2vec_examples`.
         learning_rate: float32 scalar.
 
     Returns:

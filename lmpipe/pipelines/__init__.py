@@ -6,19 +6,19 @@ from lmpipe.pipelines.bert_pretraining import (
     BertPretraining,
     BertPretrainingOptions,
 )
-from lmpipe.pipelines.distribution import distribution_strategy
 from lmpipe.pipelines.elmo_pretraining import ElmoPretraining
 from lmpipe.pipelines.fine_tuning import FineTuningPipeline
 from lmpipe.pipelines.gpt_pretraining import GptPretraining, LanguageModelOptions
 from lmpipe.pipelines.pipeline import Pipeline, PipelineOptions, load
-from lmpipe.pipelines.preemption import PREEMPTED_EXIT_CODE, Preempted
-from lmpipe.pipelines.schedules import TransformerSchedule, WarmupLinearDecay
 from lmpipe.pipelines.span_answerer import SpanAnswerer, SpanAnswererOptions
 from lmpipe.pipelines.text_classifier import TextClassifier
 from lmpipe.pipelines.token_tagger import TokenTagger, TokenTaggerOptions
 from lmpipe.pipelines.translation import Translation
 from lmpipe.pipelines.word2vec import Word2Vec
 from lmpipe.pipelines.xlnet_pretraining import XLNetPretraining, XLNetPretrainingOptions
+from lmpipe.training.distribution import distribution_strategy
+from lmpipe.training.optimizers import TransformerSchedule, WarmupLinearDecay
+from lmpipe.training.preemption import PREEMPTED_EXIT_CODE, Preempted
 
 __all__ = [
     "PREEMPTED_EXIT_CODE",

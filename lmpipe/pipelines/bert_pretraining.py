@@ -16,27 +16,27 @@ from lmpipe.arguments import (
     check_texts,
 )
 from lmpipe.contract import ENCODER_FEATURES
-from lmpipe.datasets.bert_examples import (
+from lmpipe.datasets.examples.bert_examples import (
     PAIR_MODES,
     bert_examples,
     check_sequence_length,
     special_token_count,
 )
-from lmpipe.datasets.masking import MaskedLMMasker
-from lmpipe.datasets.packing import cut_to_longest, min_sequence_length, pack_masked_texts
-from lmpipe.datasets.sentence_piece import SentencePieceTokenizer
-from lmpipe.datasets.wordpiece import WordPieceTokenizer
-from lmpipe.models.albert import AlbertConfig
-from lmpipe.models.bert import BertConfig
-from lmpipe.models.pretrained import (
+from lmpipe.datasets.examples.masking import MaskedLMMasker
+from lmpipe.datasets.examples.packing import cut_to_longest, min_sequence_length, pack_masked_texts
+from lmpipe.interop.hf.pretrained import (
     albert_config_from_hf,
     bert_config_from_hf,
     checkpoint_model_type,
     load_pretrainer_weights,
 )
+from lmpipe.models.albert import AlbertConfig
+from lmpipe.models.bert import BertConfig
 from lmpipe.models.pretraining import BertPretrainer
 from lmpipe.models.samplers import traced_function
 from lmpipe.pipelines.pipeline import EncoderPipeline, PipelineOptions, perplexity
+from lmpipe.tokenizers.sentence_piece import SentencePieceTokenizer
+from lmpipe.tokenizers.wordpiece import WordPieceTokenizer
 
 # The positions of the default model: BERT's, or seq_len if shorter (at least 128).
 DEFAULT_MAX_SEQUENCE_LENGTH = 512
@@ -264,7 +264,7 @@ class BertPretraining(EncoderPipeline):
         """Continue pretraining a Hugging Face BERT or ALBERT checkpoint folder: its tokenizer
         (`vocab.txt`, `spiece.model` or `tokenizer.json`), its configuration, and its weights
         in the model `fit` builds (the encoder, and the pretraining heads where the folder has
-        them: see `lmpipe.models.pretrained.load_pretrainer_weights`). `options` as the
+        them: see `lmpipe.interop.hf.pretrained.load_pretrainer_weights`). `options` as the
         constructor's; a resumed run reads its checkpoint instead. The folder's `model_type`
         must be the class's ("bert" for `BertPretraining`, "albert" for `AlbertPretraining`)."""
         expected = "albert" if issubclass(cls, AlbertPretraining) else "bert"

@@ -3,10 +3,10 @@
 import keras
 
 from lmpipe.contract import ENCODER_FEATURES, PADDING_MASK, TOKEN_IDS
-from lmpipe.datasets.token_characters import token_characters
 from lmpipe.models.elmo import ElmoConfig, ElmoLanguageModel
 from lmpipe.pipelines.gpt_pretraining import LanguageModelPretraining
 from lmpipe.pipelines.pipeline import perplexity
+from lmpipe.tokenizers.token_characters import token_characters
 
 
 class ElmoPretraining(LanguageModelPretraining):
@@ -15,7 +15,7 @@ class ElmoPretraining(LanguageModelPretraining):
     `dataset(corpus, batch_size)` yields the causal LM contract plus the backward LM's
     labels: features `token_ids`, `padding_mask` int32 `[B, seq_len]`; labels `next_ids`,
     `previous_ids` int32 and `weights`, `previous_weights` float32 `[B, seq_len]` (see
-    `lmpipe.datasets.causal_lm`, `bidirectional=True`). Windows are padded at the end only,
+    `lmpipe.datasets.examples.causal_lm`, `bidirectional=True`). Windows are padded at the end only,
     as the backward LM needs.
 
     After `fit`, `feature_model()` gives the layer representations for downstream tasks, to

@@ -8,16 +8,16 @@ import keras
 import tensorflow as tf
 
 from lmpipe.arguments import check_positive_int
-from lmpipe.datasets.sentence_piece import SentencePieceTokenizer
-from lmpipe.datasets.shuffling import by_epoch, window_shuffle
-from lmpipe.datasets.wordpiece import WordPieceTokenizer
-from lmpipe.models.pretrained import (
+from lmpipe.datasets.corpora.shuffling import by_epoch, window_shuffle
+from lmpipe.interop.hf.pretrained import (
     albert_from_pretrained,
     bert_from_pretrained,
     checkpoint_model_type,
     xlnet_from_pretrained,
 )
 from lmpipe.pipelines.pipeline import EncoderPipeline
+from lmpipe.tokenizers.sentence_piece import SentencePieceTokenizer
+from lmpipe.tokenizers.wordpiece import WordPieceTokenizer
 
 # Examples held in memory are shuffled all together; a tf.data.Dataset of examples through a
 # buffer of this many.
@@ -184,12 +184,12 @@ class FineTuningPipeline(EncoderPipeline):
         """Write the fine-tuned model and the tokenizer as a Hugging Face folder: with its task
         head (`heads` None or True), `BertForSequenceClassification`,
         `*ForTokenClassification`, `*ForQuestionAnswering` and the ALBERT and XLNet ones, with
-        `num_labels`, `id2label` and `label2id` (see `lmpipe.models.save_task_pretrained`);
+        `num_labels`, `id2label` and `label2id` (see `lmpipe.interop.hf.save_task_pretrained`);
         with `heads=False` the fine-tuned encoder alone (`BertModel`, `AlbertModel`,
         `XLNetModel`). A ValueError, before anything is written, names what Hugging Face's
         classes cannot express."""
-        from lmpipe.models.pretrained import save_pretrained
-        from lmpipe.models.pretrained_tasks import encoder_config_of, save_task_pretrained
+        from lmpipe.interop.hf.pretrained import save_pretrained
+        from lmpipe.interop.hf.tasks import encoder_config_of, save_task_pretrained
 
         model = self.require_model()
         if heads is False:

@@ -7,13 +7,13 @@ import keras
 import tensorflow as tf
 
 from lmpipe.arguments import check_number, check_positive_int, check_seed, check_texts
-from lmpipe.datasets.causal_lm import causal_lm_examples, check_causal_sequence_length
-from lmpipe.models.gpt import GptCausalLM, GptConfig
-from lmpipe.models.pretrained import (
+from lmpipe.datasets.examples.causal_lm import causal_lm_examples, check_causal_sequence_length
+from lmpipe.interop.hf.pretrained import (
     checkpoint_model_type,
     gpt2_config_from_hf,
     load_gpt2_weights,
 )
+from lmpipe.models.gpt import GptCausalLM, GptConfig
 from lmpipe.models.samplers import generate, sampler_for, traced_function
 from lmpipe.pipelines.pipeline import PipelineOptions, TokenizerPipeline, perplexity
 from lmpipe.serving.text_export import export_text_function
@@ -61,7 +61,7 @@ class LanguageModelPretraining(TokenizerPipeline):
         shuffle_window=1024,
     ):
         """Causal LM batches from `corpus`, as `(features, labels)` (see
-        `lmpipe.datasets.causal_lm.causal_lm_examples`).
+        `lmpipe.datasets.examples.causal_lm.causal_lm_examples`).
 
         Args:
             corpus: a `TextCorpus`, or a `TokenizedCorpus` written with the same tokenizer.
@@ -98,8 +98,8 @@ class GptPretraining(LanguageModelPretraining):
 
     `dataset(corpus, batch_size)` yields the causal LM contract: features `token_ids`,
     `padding_mask` int32 `[B, seq_len]`; labels `next_ids` int32 and `weights` float32
-    `[B, seq_len]`. Documents end with `[SEP]` (see `lmpipe.datasets.causal_lm`), so prompts
-    are read after a `[SEP]` and generation stops at `[SEP]`.
+    `[B, seq_len]`. Documents end with `[SEP]` (see `lmpipe.datasets.examples.causal_lm`), so
+    prompts are read after a `[SEP]` and generation stops at `[SEP]`.
 
     Args:
         tokenizer: a `WordPieceTokenizer`, `SentencePieceTokenizer` or `BytePairTokenizer`
@@ -136,14 +136,14 @@ class GptPretraining(LanguageModelPretraining):
     @classmethod
     def from_pretrained(cls, directory, **options):
         """A Hugging Face GPT-2 checkpoint folder as a pipeline: its tokenizer, configuration
-        and weights (see `lmpipe.models.gpt2_from_pretrained`), ready to `generate`, `evaluate`,
+        and weights (see `lmpipe.interop.hf.gpt2_from_pretrained`), ready to `generate`, `evaluate`,
         `export` or continue pretraining with `fit` (a resumed run reads its checkpoint
         instead). The tokenizer is the folder's `vocab.json` and `merges.txt`
         (`BytePairTokenizer`), or the `vocab.txt` or `spiece.model` of a folder that
         `save_pretrained` wrote from a WordPiece or SentencePiece GPT, or the folder's
         `tokenizer.json` where it has none of those (transformers 5). `options` as the
         constructor's; `seq_len` must fit the checkpoint's `n_positions`."""
-        from lmpipe.datasets.tokenizer import pretrained_tokenizer
+        from lmpipe.tokenizers.tokenizer import pretrained_tokenizer
 
         found = checkpoint_model_type(directory)
         if found != "gpt2":
@@ -167,9 +167,9 @@ class GptPretraining(LanguageModelPretraining):
 
     def save_pretrained(self, directory):
         """Write the trained model and the tokenizer as a Hugging Face folder that
-        `transformers` loads as `GPT2LMHeadModel` (see `lmpipe.models.save_pretrained`), and
+        `transformers` loads as `GPT2LMHeadModel` (see `lmpipe.interop.hf.save_pretrained`), and
         `from_pretrained` reads back."""
-        from lmpipe.models.pretrained import save_pretrained
+        from lmpipe.interop.hf.pretrained import save_pretrained
 
         save_pretrained(directory, self.require_model(), self.config, self.tokenizer)
 

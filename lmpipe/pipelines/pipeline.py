@@ -5,7 +5,7 @@ A family (BERT pretraining, translation, word2vec, ...) is a subclass that says 
 own: its options (a `PipelineOptions` dataclass), its data (`dataset`, `check_data`), its
 model (`build_model`) and its export (`write_export`). The base does the rest once for all of
 them: `fit` (checks, steps per epoch, seeding, validation, resumable training under any
-`tf.distribute` strategy through `lmpipe.pipelines.training.train`), `evaluate` (a dict of
+`tf.distribute` strategy through `lmpipe.training.loop.train`), `evaluate` (a dict of
 floats), `save` and `load` (`pipeline.json` holds the family, its options and its model
 configuration; one `load` reads any family) and `export`.
 """
@@ -19,14 +19,14 @@ import numpy as np
 import tensorflow as tf
 
 from lmpipe.arguments import check_choice, check_number, check_seed, check_texts
-from lmpipe.datasets.packing import pack_texts
-from lmpipe.datasets.tokenizer import Tokenizer
+from lmpipe.datasets.examples.packing import pack_texts
 from lmpipe.models.configs import config_from_dict, config_to_dict
 from lmpipe.models.samplers import traced_function
 from lmpipe.pipelines import saved_pipeline
-from lmpipe.pipelines.best_epoch import KeepBest
-from lmpipe.pipelines.checkpointing import write_json_atomically
-from lmpipe.pipelines.training import (
+from lmpipe.tokenizers.tokenizer import Tokenizer
+from lmpipe.training.best_epoch import KeepBest
+from lmpipe.training.checkpointing import write_json_atomically
+from lmpipe.training.loop import (
     TRAINING_OPTIONS,
     EvaluateEachEpoch,
     check_training_options,
@@ -224,12 +224,12 @@ class Pipeline:
             validation: data evaluated at the end of every epoch; its metrics appear in the
                 history with a `val_` prefix. With validation the model left at the end has
                 the weights of the epoch with the best `monitor` (kept in `checkpoint_dir`
-                across restarts, see `lmpipe.pipelines.best_epoch`).
+                across restarts, see `lmpipe.training.best_epoch`).
             monitor: the validation metric that picks the best epoch, e.g. `"val_loss"`
                 (lower is better for losses and perplexities), `"val_accuracy"`.
             patience: with validation, stop after this many epochs without a gain in
                 `monitor` (early stopping); None: train every epoch.
-            **training_options: the training options of `lmpipe.pipelines.training.train`
+            **training_options: the training options of `lmpipe.training.loop.train`
                 (`strategy`, `checkpoint_dir`, `learning_rate`, `warmup_steps`,
                 `weight_decay`, `clipnorm`, `mixed_precision`, `jit_compile`,
                 `accumulation_steps`, `checkpoint_every`, `log_dir`, `callbacks`, `verbose`),
@@ -521,9 +521,9 @@ class EncoderPipeline(TokenizerPipeline):
         `heads` (the default for the BERT, ALBERT and XLNet pretraining pipelines) the model
         and its pretraining heads, `BertForPreTraining` / `BertForMaskedLM`,
         `AlbertForPreTraining` / `AlbertForMaskedLM` or `XLNetLMHeadModel`
-        (`lmpipe.models.save_pretrainer`); without, the encoder alone, `BertModel`,
-        `AlbertModel` or `XLNetModel` (`lmpipe.models.save_pretrained`)."""
-        from lmpipe.models.pretrained import save_pretrained, save_pretrainer
+        (`lmpipe.interop.hf.save_pretrainer`); without, the encoder alone, `BertModel`,
+        `AlbertModel` or `XLNetModel` (`lmpipe.interop.hf.save_pretrained`)."""
+        from lmpipe.interop.hf.pretrained import save_pretrained, save_pretrainer
 
         heads = self.pretraining_heads if heads is None else heads
         if heads and not self.pretraining_heads:
@@ -531,7 +531,7 @@ class EncoderPipeline(TokenizerPipeline):
         if self.config is None:
             raise ValueError(
                 f"{type(self).__name__} has no encoder configuration of its own; write its "
-                "encoder with lmpipe.models.save_pretrained(directory, pipe.encoder, config)."
+                "encoder with lmpipe.interop.hf.save_pretrained(directory, pipe.encoder, config)."
             )
         model = self.require_model()
         if heads:

@@ -13,8 +13,8 @@ import os
 import keras
 import tensorflow as tf
 
-from lmpipe.datasets.tokenizer import load_tokenizer
 from lmpipe.serving import directory_swap
+from lmpipe.tokenizers.tokenizer import load_tokenizer
 
 PIPELINE_FILE = "pipeline.json"
 MODEL_FILE = "model.keras"

@@ -9,14 +9,14 @@ import numpy as np
 import tensorflow as tf
 
 from lmpipe.arguments import check_bool, check_number, check_positive_int, check_texts
-from lmpipe.datasets.span_windows import answer_positions, piece_lengths, span_windows
-from lmpipe.datasets.squad import SpanExamples, span_examples
+from lmpipe.datasets.labelled.span_windows import answer_positions, piece_lengths, span_windows
+from lmpipe.datasets.labelled.squad import SpanExamples, span_examples
 from lmpipe.models.sequence_classifier import ENCODER_INPUTS
 from lmpipe.models.span_predictor import SpanPredictor
+from lmpipe.models.span_search import best_span_graph, best_spans
+from lmpipe.models.squad_metrics import squad_scores
 from lmpipe.pipelines.fine_tuning import FineTuningPipeline
 from lmpipe.pipelines.pipeline import PipelineOptions
-from lmpipe.pipelines.span_search import best_span_graph, best_spans
-from lmpipe.pipelines.squad_metrics import squad_scores
 
 # Questions cut into windows per graph call while the data is made.
 WINDOW_CHUNK = 256
@@ -97,7 +97,7 @@ class SpanAnswerer(FineTuningPipeline):
 
     Each question and its context become windows `[CLS] question [SEP] context [SEP]` of
     `seq_len` pieces (BERT's `run_squad.py`: the question cut to `max_query_len` pieces, long
-    contexts in windows every `doc_stride` pieces; see `lmpipe.datasets.span_windows`); a
+    contexts in windows every `doc_stride` pieces; see `lmpipe.datasets.labelled.span_windows`); a
     window trains to the answer's first and last piece, or to `[CLS]` when it does not hold
     the whole answer. Batches are `(features, labels)`: features `token_ids`, `segment_ids`,
     `padding_mask` int32 `[B, seq_len]`; labels `start_positions`, `end_positions` int32 `[B]`.
@@ -114,7 +114,7 @@ class SpanAnswerer(FineTuningPipeline):
         tokenizer: the `WordPieceTokenizer` the encoder was pretrained with.
         encoder: a trained encoder `keras.Model` (inputs `token_ids`, `segment_ids`,
             `padding_mask`; output `sequence_output`), e.g. `BertPretraining.encoder` or
-            `lmpipe.models.bert_from_pretrained(directory)`.
+            `lmpipe.interop.hf.bert_from_pretrained(directory)`.
         **options: the fields of `SpanAnswererOptions` (`seq_len`, `max_query_len`,
             `doc_stride`, `max_answer_len`, `no_answer`, `seed`).
 

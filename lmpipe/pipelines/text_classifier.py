@@ -7,13 +7,13 @@ import numpy as np
 import tensorflow as tf
 
 from lmpipe.arguments import check_dropout, check_number, check_positive_int
-from lmpipe.datasets.labelled_examples import (
+from lmpipe.datasets.examples.packing import min_sequence_length, pack_texts
+from lmpipe.datasets.labelled.labelled_examples import (
     LabelledExamples,
     check_pairs_fit,
     labelled_examples,
     text_array,
 )
-from lmpipe.datasets.packing import min_sequence_length, pack_texts
 from lmpipe.models.sequence_classifier import ENCODER_INPUTS, SequenceClassifier
 from lmpipe.pipelines.fine_tuning import FineTuningPipeline
 from lmpipe.pipelines.pipeline import PipelineOptions
@@ -82,7 +82,7 @@ class TextClassifier(FineTuningPipeline):
         tokenizer: the `WordPieceTokenizer` the encoder was pretrained with.
         encoder: a trained encoder `keras.Model` (inputs `token_ids`, `segment_ids`,
             `padding_mask`; outputs with `pooled_output`), e.g. `BertPretraining.encoder` or
-            `lmpipe.models.bert_from_pretrained(directory)`.
+            `lmpipe.interop.hf.bert_from_pretrained(directory)`.
         num_classes: number of classes (at least 2); labels are `0 .. num_classes - 1`.
         **options: the other fields of `TextClassifierOptions` (`seq_len`, `labels`,
             `dropout`, `seed`).
@@ -134,7 +134,7 @@ class TextClassifier(FineTuningPipeline):
                 arrays of equal length (labels are class indices, or class names when the
                 pipeline has `labels`); or a `tf.data.Dataset` of dicts `{"text", "label"}`
                 (and `"text_pair"`), one example per element (see
-                `lmpipe.datasets.labelled_examples`). Python examples are checked here; a
+                `lmpipe.datasets.labelled.labelled_examples`). Python examples are checked here; a
                 Dataset's labels are checked in the graph as batches are made.
             batch_size: examples per batch (per replica with an `input_context`).
             shuffle: shuffle the examples, again at every epoch (deterministic given `seed`).

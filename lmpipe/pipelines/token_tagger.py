@@ -8,13 +8,13 @@ import numpy as np
 import tensorflow as tf
 
 from lmpipe.arguments import check_dropout, check_number, check_positive_int, check_texts
-from lmpipe.datasets.packing import min_sequence_length
-from lmpipe.datasets.tagged_files import TaggedSentences
-from lmpipe.datasets.word_pieces import pack_words, split_text_words
+from lmpipe.datasets.examples.packing import min_sequence_length
+from lmpipe.datasets.labelled.tagged_files import TaggedSentences
+from lmpipe.datasets.labelled.word_pieces import pack_words, split_text_words
+from lmpipe.models.entity_scores import are_chunk_tags, entity_scores
 from lmpipe.models.samplers import traced_function
 from lmpipe.models.sequence_classifier import ENCODER_INPUTS
 from lmpipe.models.token_classifier import TokenClassifier
-from lmpipe.pipelines.entity_scores import are_chunk_tags, entity_scores
 from lmpipe.pipelines.fine_tuning import FineTuningPipeline
 from lmpipe.pipelines.pipeline import PipelineOptions
 
@@ -83,8 +83,8 @@ class TokenTagger(FineTuningPipeline):
     trained on sentences of tagged words (named entities as in CoNLL-2003, or any tag per
     word), with data, training, evaluation, prediction, save/load and export.
 
-    Words become pieces in the TensorFlow graph (see `lmpipe.datasets.word_pieces`): each word
-    is tokenized alone by the WordPiece tokenizer, its tag goes on its first piece, and the
+    Words become pieces in the TensorFlow graph (see `lmpipe.datasets.labelled.word_pieces`): each
+    word is tokenized alone by the WordPiece tokenizer, its tag goes on its first piece, and the
     other pieces, `[CLS]`, `[SEP]` and padding are ignored by the loss and the metrics.
     Sentences longer than `seq_len` pieces are cut; the words cut off are not trained on, are
     predicted `O` (when the tags have it) and are scored as such by `evaluate`, which counts
@@ -101,7 +101,7 @@ class TokenTagger(FineTuningPipeline):
         tokenizer: the `WordPieceTokenizer` the encoder was pretrained with.
         encoder: a trained encoder `keras.Model` (inputs `token_ids`, `segment_ids`,
             `padding_mask`; outputs with `sequence_output`), e.g. `BertPretraining.encoder` or
-            `lmpipe.models.bert_from_pretrained(directory)`.
+            `lmpipe.interop.hf.bert_from_pretrained(directory)`.
         tags: the tag names; see `TokenTaggerOptions`.
         **options: the other fields of `TokenTaggerOptions` (`seq_len`, `dropout`, `seed`).
 
@@ -137,7 +137,7 @@ class TokenTagger(FineTuningPipeline):
 
     def encode(self, words, labels=None):
         """Model inputs for ragged string `[N, (words)]` (and ragged int `[N, (words)]` tag
-        ids), in graph ops: see `lmpipe.datasets.word_pieces.pack_words`."""
+        ids), in graph ops: see `lmpipe.datasets.labelled.word_pieces.pack_words`."""
         return pack_words(self.tokenizer, words, self.options.seq_len, labels)
 
     def dataset(

@@ -11,14 +11,13 @@ from lmpipe.arguments import (
     check_positive_int,
     check_texts,
 )
-from lmpipe.datasets.parallel_text import as_parallel_corpus
-from lmpipe.datasets.seq2seq_examples import (
+from lmpipe.datasets.corpora.parallel_text import as_parallel_corpus
+from lmpipe.datasets.examples.seq2seq_examples import (
     TARGET_TOKENS,
     check_lengths,
     seq2seq_examples,
     target_token_ids,
 )
-from lmpipe.datasets.wordpiece import WordPieceTokenizer
 from lmpipe.models.configs import config_to_dict
 from lmpipe.models.rnn_seq2seq import RnnSeq2SeqConfig, rnn_form
 from lmpipe.models.samplers import BeamSampler, GreedySampler, decode, traced_function
@@ -31,8 +30,9 @@ from lmpipe.models.seq2seq_trainer import (
 )
 from lmpipe.models.transformer import TransformerConfig
 from lmpipe.pipelines.pipeline import Pipeline, PipelineOptions
-from lmpipe.pipelines.schedules import seq2seq_optimizer
-from lmpipe.pipelines.training import TRAINING_OPTIONS
+from lmpipe.tokenizers.wordpiece import WordPieceTokenizer
+from lmpipe.training.loop import TRAINING_OPTIONS
+from lmpipe.training.optimizers import seq2seq_optimizer
 
 # The training options `Translation.fit` takes: its optimizers (`optimizer`) have no weight
 # decay, and its models are not XLA-compiled.

@@ -1,6 +1,6 @@
 """word2vec: vocabulary, training, word vectors, evaluation, export, in one object.
 
-Training uses its own loop rather than `lmpipe.pipelines.training.train` (even with its
+Training uses its own loop rather than `lmpipe.training.loop.train` (even with its
 `optimizer=` argument): word2vec's update is not a Keras optimizer's, and its steps are tiny
 (a gather, dot products and a scatter per example), so autodiff, Keras' per-step machinery
 and an optimizer over `IndexedSlices` made the first version of this pipeline run at about
@@ -34,13 +34,7 @@ import numpy as np
 import tensorflow as tf
 
 from lmpipe.arguments import check_bool, check_number, check_positive_int
-from lmpipe.datasets.word2vec_examples import (
-    check_word2vec_options,
-    sentence_word_ids,
-    word2vec_examples,
-)
-from lmpipe.datasets.word2vec_vocabulary import Word2VecVocabulary, as_corpus, normalize_words
-from lmpipe.datasets.word_similarity import (
+from lmpipe.datasets.bundled.word_similarity import (
     SIMLEX999,
     analogy_accuracy,
     gensim_test_data,
@@ -49,13 +43,23 @@ from lmpipe.datasets.word_similarity import (
     similarity_correlation,
     unit_vectors,
 )
+from lmpipe.datasets.examples.word2vec_examples import (
+    check_word2vec_options,
+    sentence_word_ids,
+    word2vec_examples,
+)
+from lmpipe.datasets.examples.word2vec_vocabulary import (
+    Word2VecVocabulary,
+    as_corpus,
+    normalize_words,
+)
 from lmpipe.kernels import KernelUnavailableError, load_kernel
 from lmpipe.models.word2vec import Word2VecModel, negative_sampling_loss
-from lmpipe.pipelines.distribution import distributed_dataset, distribution_strategy
 from lmpipe.pipelines.pipeline import Pipeline, PipelineOptions
-from lmpipe.pipelines.training import History, check_training_options
-from lmpipe.pipelines.word2vec_checkpoints import Word2VecCheckpoints, vocabulary_fingerprint
 from lmpipe.serving.text_export import export_text_function
+from lmpipe.training.distribution import distributed_dataset, distribution_strategy
+from lmpipe.training.loop import History, check_training_options
+from lmpipe.training.word2vec_checkpoints import Word2VecCheckpoints, vocabulary_fingerprint
 
 VOCABULARY_FILE = "vocabulary.tsv"
 VECTORS_FILE = "vectors.npz"
@@ -126,11 +130,11 @@ class Word2Vec(Pipeline):
     """word2vec word vectors (skip-gram or CBOW, negative sampling), trained in TensorFlow.
 
     Words are the lowercased runs of letters, digits and inner apostrophes of each sentence
-    (`lmpipe.datasets.word2vec_vocabulary.split_words`); see
-    `lmpipe.datasets.word2vec_vocabulary` for the vocabulary and
-    `lmpipe.datasets.word2vec_examples` for subsampling, dynamic windows and negative sampling,
-    which follow the reference implementation (word2vec.c, as gensim implements it) and run in
-    tf.data graph code.
+    (`lmpipe.datasets.examples.word2vec_vocabulary.split_words`); see
+    `lmpipe.datasets.examples.word2vec_vocabulary` for the vocabulary and
+    `lmpipe.datasets.examples.word2vec_examples` for subsampling, dynamic windows and negative
+    sampling, which follow the reference implementation (word2vec.c, as gensim implements it)
+    and run in tf.data graph code.
 
     Args:
         **options: the fields of `Word2VecOptions` (`method`, `vector_size`, `window`,
@@ -182,7 +186,7 @@ class Word2Vec(Pipeline):
         return check_positive_int("batch_size", batch_size)
 
     def dataset(self, corpus, batch_size=None, epochs=None, input_context=None):
-        """word2vec's batches of `corpus` (see `lmpipe.datasets.word2vec_examples`),
+        """word2vec's batches of `corpus` (see `lmpipe.datasets.examples.word2vec_examples`),
         for the vocabulary of the trained pipeline, or, before `fit`, of `corpus`.
 
         Args:
@@ -403,7 +407,7 @@ class Word2Vec(Pipeline):
 
     def run_settings(self, vocabulary):
         """What identifies a training run, kept in the checkpoint directory's `run.json` and
-        checked when a run resumes (`lmpipe.pipelines.checkpointing`): the options (method,
+        checked when a run resumes (`lmpipe.training.checkpointing`): the options (method,
         window, negative, vector_size, min_count, sample, alpha, min_alpha, lower_case,
         update, seed) and the vocabulary (its size and a hash of its words and counts)."""
         return self.run_config() | {"vocabulary": vocabulary_fingerprint(vocabulary)}

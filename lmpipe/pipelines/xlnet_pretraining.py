@@ -7,17 +7,21 @@ import os
 import tensorflow as tf
 
 from lmpipe.arguments import check_bool, check_number
-from lmpipe.datasets.sentence_piece import SentencePieceTokenizer
-from lmpipe.datasets.xlnet_examples import check_xlnet_arguments, special_ids, xlnet_examples
-from lmpipe.models.pretrained import (
+from lmpipe.datasets.examples.xlnet_examples import (
+    check_xlnet_arguments,
+    special_ids,
+    xlnet_examples,
+)
+from lmpipe.interop.hf.pretrained import (
     checkpoint_model_type,
     load_xlnet_pretrainer_weights,
     xlnet_config_from_hf,
 )
 from lmpipe.models.xlnet import XLNetConfig, check_memory_arguments
 from lmpipe.models.xlnet_pretrainer import XLNetPretrainer
-from lmpipe.pipelines.distribution import distribution_strategy, per_replica_batch_size
 from lmpipe.pipelines.pipeline import EncoderPipeline, PipelineOptions
+from lmpipe.tokenizers.sentence_piece import SentencePieceTokenizer
+from lmpipe.training.distribution import distribution_strategy, per_replica_batch_size
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,7 +145,7 @@ class XLNetPretraining(EncoderPipeline):
         """Continue pretraining a Hugging Face XLNet checkpoint folder: its SentencePiece
         tokenizer (`spiece.model` or `tokenizer.json`), its configuration, and its weights
         (and `lm_loss.bias` where it has one) in the model `fit` builds (see
-        `lmpipe.models.pretrained.load_xlnet_pretrainer_weights`). `options` as the
+        `lmpipe.interop.hf.pretrained.load_xlnet_pretrainer_weights`). `options` as the
         constructor's; a resumed run reads its checkpoint instead."""
         found = checkpoint_model_type(directory)
         if found != "xlnet":

@@ -11,7 +11,7 @@
   JSON (row and columnar) to arrays and back. Its names are re-exported here.
 """
 
-from lmpipe.datasets.packing import pack_texts, truncate_longest_first
+from lmpipe.datasets.examples.packing import pack_texts, truncate_longest_first
 from lmpipe.serving.emulator.compat import (
     ServingError,
     ServingProcess,

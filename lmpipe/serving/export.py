@@ -36,8 +36,13 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the tokenizer ops the signatures use)
 
 from lmpipe.arguments import check_number
-from lmpipe.datasets.packing import LAYOUTS, check_sequence_length, cut_to_longest, pack_texts
-from lmpipe.datasets.permutation import MAX_SEQ_LEN as XLNET_MAX_SEQ_LEN
+from lmpipe.datasets.examples.packing import (
+    LAYOUTS,
+    check_sequence_length,
+    cut_to_longest,
+    pack_texts,
+)
+from lmpipe.datasets.examples.permutation import MAX_SEQ_LEN as XLNET_MAX_SEQ_LEN
 from lmpipe.serving import versions
 from lmpipe.serving.warmup import prediction_log, write_warmup_requests
 

@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from lmpipe.datasets import BytePairTokenizer, TextCorpus, load_tokenizer
-from lmpipe.datasets.byte_pair_merging import byte_characters
+from lmpipe.tokenizers.byte_pair_merging import byte_characters
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 FOLDER = FIXTURES / "byte_pair_gpt2"

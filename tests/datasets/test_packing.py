@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from lmpipe.datasets.packing import pack_masked_texts, pack_texts
-from lmpipe.datasets.wordpiece import WordPieceTokenizer
+from lmpipe.datasets.examples.packing import pack_masked_texts, pack_texts
+from lmpipe.tokenizers.wordpiece import WordPieceTokenizer
 
 VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "to", "be", "or", "not", "##s"]
 CLS, SEP, MASK, TO, BE, OR, NOT = 2, 3, 4, 5, 6, 7, 8

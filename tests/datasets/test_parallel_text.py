@@ -5,14 +5,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from lmpipe.datasets.parallel_text import ParallelCorpus
-from lmpipe.datasets.seq2seq_examples import (
+from lmpipe.datasets.corpora.parallel_text import ParallelCorpus
+from lmpipe.datasets.examples.seq2seq_examples import (
     TARGET_TOKENS,
     check_lengths,
     seq2seq_examples,
     target_token_ids,
 )
-from lmpipe.datasets.wordpiece import SPECIAL_TOKENS, WordPieceTokenizer
+from lmpipe.tokenizers.wordpiece import SPECIAL_TOKENS, WordPieceTokenizer
 
 
 def _bible_available():

@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 from scipy import stats
 
-from lmpipe.datasets.permutation import PermutationLM
+from lmpipe.datasets.examples.permutation import PermutationLM
 
 SEQ_LEN, ROWS, BATCH = 128, 384, 64
 

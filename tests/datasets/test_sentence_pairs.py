@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from lmpipe.datasets.sentence_pairs import pair_spans
+from lmpipe.datasets.examples.sentence_pairs import pair_spans
 
 MAX_TOKENS = 61
 

@@ -18,7 +18,7 @@ from lmpipe.datasets import (
     WordPieceTokenizer,
     load_tokenizer,
 )
-from lmpipe.datasets.sentence_piece import drop_combining_marks, prepare
+from lmpipe.tokenizers.sentence_piece import drop_combining_marks, prepare
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 

@@ -1,4 +1,4 @@
-"""Sharding a corpus among input pipelines (`lmpipe.datasets.sharding`): by file or by
+"""Sharding a corpus among input pipelines (`lmpipe.datasets.corpora.sharding`): by file or by
 document, disjoint shards that cover the corpus, file orders shuffled by a stateless key."""
 
 import pytest

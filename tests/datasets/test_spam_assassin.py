@@ -8,7 +8,7 @@ import tarfile
 import pytest
 
 from lmpipe.datasets import read_spam_assassin
-from lmpipe.datasets.spam_assassin import message_text
+from lmpipe.datasets.bundled.spam_assassin import message_text
 
 HTML_SPAM = """From spammer@example.com  Thu Aug 22 13:17:22 2002
 Received: from mail.example.com [10.0.0.1] by localhost

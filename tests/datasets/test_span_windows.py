@@ -6,7 +6,7 @@ export test of tests/pipelines/test_span_answerer.py."""
 
 import tensorflow as tf
 
-from lmpipe.datasets.span_windows import answer_positions, context_pieces, span_windows
+from lmpipe.datasets.labelled.span_windows import answer_positions, context_pieces, span_windows
 
 CONTEXTS = [
     "HAMLET. To be, or not to be: that is the question.",

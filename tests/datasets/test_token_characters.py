@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from lmpipe.datasets import BytePairTokenizer, SentencePieceTokenizer
-from lmpipe.datasets.token_characters import token_characters
+from lmpipe.tokenizers.token_characters import token_characters
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 BOW, EOW, PAD = 259, 260, 261

@@ -18,8 +18,8 @@ from lmpipe.datasets import (
     SentencePieceTokenizer,
     WordPieceTokenizer,
 )
-from lmpipe.datasets.tokenizer import pretrained_tokenizer
-from lmpipe.datasets.tokenizer_json import sentence_piece_file
+from lmpipe.tokenizers.tokenizer import pretrained_tokenizer
+from lmpipe.tokenizers.tokenizer_json import sentence_piece_file
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 FOLDERS = FIXTURES / "tokenizer_json"

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from lmpipe.datasets.word2vec_examples import (
+from lmpipe.datasets.examples.word2vec_examples import (
     alias_table,
     cbow_examples,
     negative_samples,
@@ -15,7 +15,7 @@ from lmpipe.datasets.word2vec_examples import (
     subsample,
     word2vec_examples,
 )
-from lmpipe.datasets.word2vec_vocabulary import Word2VecVocabulary, split_words
+from lmpipe.datasets.examples.word2vec_vocabulary import Word2VecVocabulary, split_words
 
 SEED = tf.constant([3, 4], tf.int64)
 

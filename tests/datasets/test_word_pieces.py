@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from lmpipe.datasets import WordPieceTokenizer, pack_words, split_text_words
-from lmpipe.datasets.word_pieces import IGNORED
+from lmpipe.datasets.labelled.word_pieces import IGNORED
 
 VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "to", "be", "un", "##aff", "##able"]
 VOCABULARY += [".", "u", "s", "or", "iago", "'"]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from lmpipe.datasets.wordpiece import SPECIAL_TOKENS, WordPieceTokenizer
+from lmpipe.tokenizers.wordpiece import SPECIAL_TOKENS, WordPieceTokenizer
 
 FIXTURES = pathlib.Path(__file__).with_name("fixtures")
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from lmpipe.datasets.corpus import TextCorpus
-from lmpipe.datasets.xlnet_examples import xlnet_examples
+from lmpipe.datasets.corpora.corpus import TextCorpus
+from lmpipe.datasets.examples.xlnet_examples import xlnet_examples
 
 SEQ_LEN, BATCH, PREDICTIONS = 48, 8, 10
 
@@ -216,9 +216,9 @@ DETERMINISM_SCRIPT = textwrap.dedent(
     import hashlib, importlib.resources, sys
     import numpy as np
     import tensorflow as tf
-    from lmpipe.datasets.corpus import TextCorpus
-    from lmpipe.datasets.wordpiece import WordPieceTokenizer
-    from lmpipe.datasets.xlnet_examples import xlnet_examples
+    from lmpipe.datasets.corpora.corpus import TextCorpus
+    from lmpipe.tokenizers.wordpiece import WordPieceTokenizer
+    from lmpipe.datasets.examples.xlnet_examples import xlnet_examples
 
     def digest(corpus, tokenizer, **kwargs):
         data = xlnet_examples(corpus, tokenizer, seq_len=48, batch_size=8, seed=11,

@@ -8,7 +8,7 @@ case:
 
 - MODEL_CASES: `SequenceClassifier`, `TokenClassifier` and `SpanPredictor` on tiny BERT,
   ALBERT and XLNet encoders (vocabulary 50, hidden 16), written by
-  `lmpipe.models.save_task_pretrained`, run on the fixed ids of `model_inputs`;
+  `lmpipe.interop.hf.save_task_pretrained`, run on the fixed ids of `model_inputs`;
 - PIPELINE_CASES: pipelines with their model built (not trained) and real tokenizers (a
   WordPiece vocabulary below, the SentencePiece models of the tiny ALBERT and XLNet
   fixtures), written by `pipe.save_pretrained`, run on the texts below from the tokenizers'
@@ -95,7 +95,7 @@ def model_labels(case):
 
 def write_task_model(directory, case):
     """Write `case`'s task model to `directory`; returns the model."""
-    from lmpipe.models import save_task_pretrained
+    from lmpipe.interop.hf import save_task_pretrained
 
     model = task_model(case)
     save_task_pretrained(directory, model, labels=model_labels(case))

@@ -12,8 +12,8 @@ import tensorflow as tf
 from safetensors.numpy import load_file, save_file
 
 from lmpipe.datasets import SentencePieceTokenizer, TextCorpus
-from lmpipe.datasets.packing import pack_segments
-from lmpipe.models import albert_from_pretrained
+from lmpipe.datasets.examples.packing import pack_segments
+from lmpipe.interop.hf import albert_from_pretrained
 from lmpipe.pipelines import AlbertPretraining, BertPretraining, TextClassifier
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"

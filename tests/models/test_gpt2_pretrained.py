@@ -11,7 +11,8 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 from lmpipe.datasets import BytePairTokenizer, TextCorpus, WordPieceTokenizer
-from lmpipe.models import GptConfig, gpt2_from_pretrained, save_pretrained
+from lmpipe.interop.hf import gpt2_from_pretrained, save_pretrained
+from lmpipe.models import GptConfig
 from lmpipe.pipelines import GptPretraining
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"

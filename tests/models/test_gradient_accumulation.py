@@ -9,8 +9,8 @@ import tensorflow as tf
 from lmpipe.datasets import TextCorpus
 from lmpipe.models import BertConfig, GptConfig
 from lmpipe.pipelines import BertPretraining, GptPretraining, XLNetPretraining
-from lmpipe.pipelines.gradient_norms import global_norm
-from lmpipe.pipelines.training import train
+from lmpipe.training.gradient_norms import global_norm
+from lmpipe.training.loop import train
 
 
 def bert_pipeline(tokenizer):

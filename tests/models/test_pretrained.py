@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
+from lmpipe.interop.hf import bert_from_pretrained
 from lmpipe.layers.activations import gelu, gelu_approximate
-from lmpipe.models import bert_from_pretrained
 
 FIXTURE = pathlib.Path(__file__).parent / "fixtures" / "minilm_reference.npz"
 INPUTS = ("token_ids", "segment_ids", "padding_mask")
@@ -365,7 +365,7 @@ def test_untrained_copy_is_the_same_architecture_with_new_weights():
 
 
 def test_bert_pretraining_continues_from_the_checkpoint(minilm_directory, minilm_outputs):
-    from lmpipe.models.pretrained import load_pretrainer_weights
+    from lmpipe.interop.hf.pretrained import load_pretrainer_weights
     from lmpipe.pipelines import BertPretraining
 
     reference, outputs = minilm_outputs

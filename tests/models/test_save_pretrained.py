@@ -11,19 +11,18 @@ import pytest
 from safetensors.numpy import load_file
 
 from lmpipe.datasets import SentencePieceTokenizer, WordPieceTokenizer
-from lmpipe.models import (
-    BertConfig,
+from lmpipe.interop.hf import (
     albert_from_pretrained,
-    bert,
     bert_from_pretrained,
     save_pretrained,
     xlnet_from_pretrained,
 )
-from lmpipe.models.pretrained import (
+from lmpipe.interop.hf.pretrained import (
     albert_config_from_hf,
     bert_config_from_hf,
     xlnet_config_from_hf,
 )
+from lmpipe.models import BertConfig, bert
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 INPUTS = {
@@ -193,7 +192,7 @@ def test_transformers_reads_the_folders_lmpipe_writes_as_lmpipe_does(tmp_path):
     # (fixtures/make_written_reference.py): lmpipe's loaders agree with transformers' reading,
     # and lmpipe's writers still write those very files.
     from lmpipe.datasets import BytePairTokenizer
-    from lmpipe.models import gpt2_from_pretrained, save_pretrainer
+    from lmpipe.interop.hf import gpt2_from_pretrained, save_pretrainer
     from lmpipe.pipelines import BertPretraining
 
     reference = dict(np.load(FIXTURES / "written_reference.npz"))

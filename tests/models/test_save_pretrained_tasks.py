@@ -173,7 +173,7 @@ def test_a_span_answerer_gives_transformers_start_and_end_probabilities(tmp_path
 
 
 def test_a_fine_tuned_encoder_alone_is_written_as_the_bare_model(tmp_path):
-    from lmpipe.models import bert_from_pretrained
+    from lmpipe.interop.hf import bert_from_pretrained
 
     pipe = task_folders.task_pipeline("classifier_bert")
     pipe.save_pretrained(tmp_path, heads=False)
@@ -188,7 +188,8 @@ def test_a_fine_tuned_encoder_alone_is_written_as_the_bare_model(tmp_path):
 
 def test_what_hugging_face_cannot_express_is_refused_before_anything_is_written(tmp_path):
     from lmpipe.datasets import WordPieceTokenizer
-    from lmpipe.models import SequenceClassifier, save_task_pretrained
+    from lmpipe.interop.hf import save_task_pretrained
+    from lmpipe.models import SequenceClassifier
     from lmpipe.pipelines import TextClassifier
 
     inputs = {

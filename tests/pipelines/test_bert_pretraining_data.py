@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from lmpipe.datasets import SentencePieceTokenizer, TextCorpus
-from lmpipe.datasets.tokenized_corpus import write_tokenized_corpus
+from lmpipe.datasets.corpora.tokenized_corpus import write_tokenized_corpus
 from lmpipe.pipelines import AlbertPretraining, BertPretraining
 
 SEQ_LEN = 64

@@ -11,7 +11,7 @@ import pytest
 from lmpipe.datasets import WordPieceTokenizer
 from lmpipe.models import BertConfig, bert
 from lmpipe.pipelines import TextClassifier
-from lmpipe.pipelines.best_epoch import KeepBest, lower_is_better
+from lmpipe.training.best_epoch import KeepBest, lower_is_better
 
 
 def small_model():

@@ -14,8 +14,8 @@ import tensorflow as tf
 from keras import ops
 
 from lmpipe.models.trainable import FunctionalTrainableModel
-from lmpipe.pipelines.checkpointing import TrainingCheckpoint
-from lmpipe.pipelines.training import train
+from lmpipe.training.checkpointing import TrainingCheckpoint
+from lmpipe.training.loop import train
 
 RUN_CONFIG = {"model": "regression", "inputs": 4}
 

@@ -14,8 +14,9 @@ import pytest
 from lmpipe import kernels
 from lmpipe.datasets import TextCorpus
 from lmpipe.models import BertConfig
-from lmpipe.pipelines import BertPretraining, training
-from lmpipe.pipelines.data_service import from_data_service, start_data_service
+from lmpipe.pipelines import BertPretraining
+from lmpipe.training import loop as training
+from lmpipe.training.data_service import from_data_service, start_data_service
 from tests.local_cluster import free_port
 
 

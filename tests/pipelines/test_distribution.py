@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from lmpipe.pipelines.distribution import check_tf_config, distribution_strategy
+from lmpipe.training.distribution import check_tf_config, distribution_strategy
 
 CLUSTER = {"worker": ["localhost:12345", "localhost:12346"]}
 

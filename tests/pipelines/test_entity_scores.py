@@ -2,7 +2,7 @@
 
 import pytest
 
-from lmpipe.pipelines.entity_scores import are_chunk_tags, entity_chunks, entity_scores
+from lmpipe.models.entity_scores import are_chunk_tags, entity_chunks, entity_scores
 
 
 @pytest.mark.parametrize(

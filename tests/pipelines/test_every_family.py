@@ -21,13 +21,10 @@ import pytest
 import tensorflow as tf
 
 from lmpipe import pipelines
-from lmpipe.cli import main
-from lmpipe.datasets.byte_pair import BytePairTokenizer
-from lmpipe.datasets.corpus import TextCorpus
-from lmpipe.datasets.parallel_text import ParallelCorpus
-from lmpipe.datasets.sentence_piece import SentencePieceTokenizer
-from lmpipe.datasets.seq2seq_examples import TARGET_TOKENS
-from lmpipe.datasets.wordpiece import WordPieceTokenizer
+from lmpipe.cli.main import main
+from lmpipe.datasets.corpora.corpus import TextCorpus
+from lmpipe.datasets.corpora.parallel_text import ParallelCorpus
+from lmpipe.datasets.examples.seq2seq_examples import TARGET_TOKENS
 from lmpipe.models import (
     AlbertConfig,
     BertConfig,
@@ -39,6 +36,9 @@ from lmpipe.models import (
 from lmpipe.models.bert import bert
 from lmpipe.serving.emulator.batching import batched_outputs
 from lmpipe.serving.op_check import missing_serving_ops
+from lmpipe.tokenizers.byte_pair import BytePairTokenizer
+from lmpipe.tokenizers.sentence_piece import SentencePieceTokenizer
+from lmpipe.tokenizers.wordpiece import WordPieceTokenizer
 from tests.pipelines.test_translation import FIXTURES
 
 SEQ_LEN = 16

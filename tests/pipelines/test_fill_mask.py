@@ -160,7 +160,7 @@ def test_baselines_are_the_most_frequent_token_and_unigram_on_evaluates_batches(
 
 
 def test_the_main_job_shows_fill_mask_on_sentences_of_its_corpus(tokenizer, capsys):
-    from lmpipe.cli import _fill_mask_examples
+    from lmpipe.cli.main import _fill_mask_examples
 
     corpus = TextCorpus.from_documents([SENTENCES, SENTENCES[::-1], SENTENCES[1:]])
     pipe = tiny(tokenizer)
@@ -173,7 +173,7 @@ def test_the_main_job_shows_fill_mask_on_sentences_of_its_corpus(tokenizer, caps
 
 
 def test_the_fill_mask_examples_skip_sentences_longer_than_seq_len(tokenizer, capsys):
-    from lmpipe.cli import _fill_mask_examples
+    from lmpipe.cli.main import _fill_mask_examples
 
     long = " ".join(SENTENCES * 3)  # 28 words: more than seq_len 16
     corpus = TextCorpus.from_documents([[long], [SENTENCES[0]]])

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from lmpipe.pipelines import schedules
-from lmpipe.pipelines.gradient_norms import global_norm, summed_rows
-from lmpipe.pipelines.schedules import FusedAdam, FusedAdamW
+from lmpipe.training import optimizers as optimizer_module
+from lmpipe.training.gradient_norms import global_norm, summed_rows
+from lmpipe.training.optimizers import FusedAdam, FusedAdamW
 from tests.fresh_process import run_script
 
 
@@ -58,7 +58,7 @@ def test_repeated_rows_update_as_the_dense_gradient(kind, clipping, xla, monkeyp
     """The optimizer given an embedding's slices with repeated rows moves the weights (and
     its moments) as given the dense gradient, clipped (norms near 8: every clip bites) or
     not."""
-    monkeypatch.setattr(schedules, "XLA_UPDATE_MIN_SIZE", 0 if xla else 10**9)
+    monkeypatch.setattr(optimizer_module, "XLA_UPDATE_MIN_SIZE", 0 if xla else 10**9)
     rng = np.random.default_rng(2)
     initial = [rng.normal(size=(10, 3)), rng.normal(size=(4,))]
     optimizers, variables = {}, {}
@@ -88,7 +88,7 @@ import tensorflow as tf
 (cpu,) = tf.config.list_physical_devices("CPU")
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 import keras
-from lmpipe.pipelines.schedules import FusedAdamW
+from lmpipe.training.optimizers import FusedAdamW
 strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 rng = np.random.default_rng(3)
 initial = rng.normal(size=(6, 2)).astype("float32")

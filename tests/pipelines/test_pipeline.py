@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from lmpipe import pipelines
-from lmpipe.datasets.corpus import TextCorpus
-from lmpipe.datasets.wordpiece import WordPieceTokenizer
+from lmpipe.datasets.corpora.corpus import TextCorpus
 from lmpipe.models.gpt import GptConfig
 from lmpipe.pipelines.saved_pipeline import PIPELINE_FILE
-from lmpipe.pipelines.training import seeded
+from lmpipe.tokenizers.wordpiece import WordPieceTokenizer
+from lmpipe.training.loop import seeded
 from tests.pipelines.test_training_options import Untouchable
 
 VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "to", "be", "or", "not", "."]
@@ -160,7 +160,7 @@ def tf_value(event):
 
 @pytest.mark.parametrize("family", ["bert", "xlnet"])
 def test_embed_is_the_mean_of_the_real_tokens_or_the_pooled_output(family):
-    from lmpipe.datasets.packing import pack_texts
+    from lmpipe.datasets.examples.packing import pack_texts
     from lmpipe.models import BertConfig, XLNetConfig
 
     tokenizer = WordPieceTokenizer(VOCABULARY)

@@ -13,7 +13,7 @@ import pytest
 from lmpipe.datasets import TextCorpus, WordPieceTokenizer
 from lmpipe.models import AlbertConfig, BertConfig
 from lmpipe.pipelines import AlbertPretraining, BertPretraining, distribution_strategy
-from lmpipe.pipelines.distribution import per_replica_batch_size
+from lmpipe.training.distribution import per_replica_batch_size
 from tests.local_cluster import run_workers
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "fit_script.py")

@@ -9,11 +9,11 @@ import keras
 import numpy as np
 import pytest
 
-from lmpipe.datasets.wordpiece import WordPieceTokenizer
 from lmpipe.models.gpt import GptConfig
 from lmpipe.pipelines import saved_pipeline
 from lmpipe.pipelines.gpt_pretraining import GptPretraining
 from lmpipe.pipelines.saved_pipeline import PIPELINE_FILE, SavedPipeline
+from lmpipe.tokenizers.wordpiece import WordPieceTokenizer
 from tests.kill_steps import Killed, StepKiller, as_written_by, dead_pid, hidden_entries
 
 VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "to", "be", "or", "not", "."]

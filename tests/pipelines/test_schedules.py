@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from lmpipe.pipelines import schedules
-from lmpipe.pipelines.schedules import (
+from lmpipe.training import optimizers as optimizer_module
+from lmpipe.training.optimizers import (
     FusedAdam,
     FusedAdamW,
     TransformerSchedule,
@@ -143,7 +143,7 @@ def test_fused_adam_follows_keras_adam_step_by_step(kind, clipnorm, xla, monkeyp
     kernel, or with decay or clipping the XLA function (every variable, as for large ones) or
     TensorFlow's ops; an embedding's sparse gradient through Keras' (made dense by the
     clipping, as in Keras)."""
-    monkeypatch.setattr(schedules, "XLA_UPDATE_MIN_SIZE", 0 if xla else 10**9)
+    monkeypatch.setattr(optimizer_module, "XLA_UPDATE_MIN_SIZE", 0 if xla else 10**9)
     rng = np.random.default_rng(0)
     arguments = dict(
         learning_rate=1e-2, beta_1=0.9, beta_2=0.98, epsilon=1e-7, global_clipnorm=clipnorm
@@ -184,7 +184,7 @@ import tensorflow as tf
 (cpu,) = tf.config.list_physical_devices("CPU")
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 import keras
-from lmpipe.pipelines.schedules import FusedAdam
+from lmpipe.training.optimizers import FusedAdam
 strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 with strategy.scope():
     variable = keras.Variable(np.ones((2, 2), "float32"))
@@ -213,9 +213,9 @@ import tensorflow as tf
 (cpu,) = tf.config.list_physical_devices("CPU")
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 import keras
-from lmpipe.pipelines import schedules
-from lmpipe.pipelines.schedules import FusedAdamW
-schedules.XLA_UPDATE_MIN_SIZE = 0  # the XLA function for every variable, as for large ones
+from lmpipe.training import optimizers
+from lmpipe.training.optimizers import FusedAdamW
+optimizers.XLA_UPDATE_MIN_SIZE = 0  # the XLA function for every variable, as for large ones
 strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 rng = np.random.default_rng(0)
 initial = [rng.normal(size=(4, 3)).astype("float32"), rng.normal(size=(3,)).astype("float32")]

@@ -5,12 +5,12 @@ import keras
 import pytest
 import tensorflow as tf
 
-from lmpipe.datasets.wordpiece import WordPieceTokenizer
 from lmpipe.models.bert import BertConfig, bert
 from lmpipe.pipelines.bert_pretraining import AlbertPretraining, BertPretraining
 from lmpipe.pipelines.gpt_pretraining import GptPretraining
 from lmpipe.pipelines.xlnet_pretraining import XLNetPretraining
 from lmpipe.serving.export import ServingModule
+from lmpipe.tokenizers.wordpiece import WordPieceTokenizer
 
 VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "to", "be", "or", "not", "."]
 HUGE = 10**9

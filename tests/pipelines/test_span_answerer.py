@@ -9,12 +9,12 @@ import pytest
 import tensorflow as tf
 
 from lmpipe.datasets import read_squad, shakespeare_speakers
-from lmpipe.datasets.span_windows import span_windows
-from lmpipe.models import BertConfig, bert
-from lmpipe.pipelines import SpanAnswerer, span_search
+from lmpipe.datasets.labelled.span_windows import span_windows
+from lmpipe.models import BertConfig, bert, span_search
+from lmpipe.models.span_search import best_span_graph, best_spans
+from lmpipe.models.squad_metrics import squad_scores
+from lmpipe.pipelines import SpanAnswerer
 from lmpipe.pipelines.span_answerer import first_words_answers
-from lmpipe.pipelines.span_search import best_span_graph, best_spans
-from lmpipe.pipelines.squad_metrics import squad_scores
 
 SEQ_LEN = 64
 CONTEXT = "HAMLET. To be, or not to be: that is the question.\nOPHELIA. Good my lord."

@@ -2,7 +2,7 @@
 
 import pytest
 
-from lmpipe.pipelines.squad_metrics import exact_match, f1_score, normalize_answer, squad_scores
+from lmpipe.models.squad_metrics import exact_match, f1_score, normalize_answer, squad_scores
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,8 @@ import tensorflow as tf
 
 import lmpipe
 from lmpipe.datasets import WordPieceTokenizer, shakespeare_genres
-from lmpipe.models import BertConfig, bert, bert_from_pretrained
+from lmpipe.interop.hf import bert_from_pretrained
+from lmpipe.models import BertConfig, bert
 from lmpipe.pipelines import TextClassifier
 
 WORDS = [

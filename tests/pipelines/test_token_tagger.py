@@ -10,10 +10,10 @@ import pytest
 import tensorflow as tf
 
 from lmpipe.datasets import WordPieceTokenizer, shakespeare_names
-from lmpipe.datasets.shakespeare_names import cast_names, tag_names
+from lmpipe.datasets.bundled.shakespeare_names import cast_names, tag_names
 from lmpipe.models import BertConfig, bert
+from lmpipe.models.entity_scores import entity_scores
 from lmpipe.pipelines import TokenTagger
-from lmpipe.pipelines.entity_scores import entity_scores
 from lmpipe.serving import ServingProcess
 
 SEQ_LEN = 48

@@ -8,10 +8,9 @@ import re
 import keras
 import pytest
 
-from lmpipe.datasets.corpus import TextCorpus
-from lmpipe.datasets.wordpiece import WordPieceTokenizer
+from lmpipe.datasets.corpora.corpus import TextCorpus
 from lmpipe.models.bert import BertConfig, bert
-from lmpipe.pipelines import pipeline, training
+from lmpipe.pipelines import pipeline
 from lmpipe.pipelines.bert_pretraining import AlbertPretraining, BertPretraining
 from lmpipe.pipelines.elmo_pretraining import ElmoPretraining
 from lmpipe.pipelines.gpt_pretraining import GptPretraining
@@ -20,6 +19,8 @@ from lmpipe.pipelines.text_classifier import TextClassifier
 from lmpipe.pipelines.translation import Translation
 from lmpipe.pipelines.word2vec import Word2Vec
 from lmpipe.pipelines.xlnet_pretraining import XLNetPretraining
+from lmpipe.tokenizers.wordpiece import WordPieceTokenizer
+from lmpipe.training import loop as training
 
 VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "to", "be", "or", "not", "."]
 

@@ -7,14 +7,14 @@ import pytest
 import sacrebleu
 import tensorflow as tf
 
-from lmpipe.datasets.parallel_text import ParallelCorpus
-from lmpipe.datasets.seq2seq_examples import TARGET_TOKENS
-from lmpipe.datasets.wordpiece import SPECIAL_TOKENS, WordPieceTokenizer
+from lmpipe.datasets.corpora.parallel_text import ParallelCorpus
+from lmpipe.datasets.examples.seq2seq_examples import TARGET_TOKENS
 from lmpipe.models.rnn_seq2seq import RnnSeq2SeqConfig
 from lmpipe.models.samplers import beam_search, greedy_search
 from lmpipe.models.seq2seq_trainer import Seq2SeqTrainer, label_smoothed_cross_entropy
 from lmpipe.models.transformer import TransformerConfig
 from lmpipe.pipelines.translation import _SPACE_AFTER, _SPACE_BEFORE, Translation
+from lmpipe.tokenizers.wordpiece import SPECIAL_TOKENS, WordPieceTokenizer
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 MAX_LEN = 24

@@ -4,8 +4,8 @@ import tensorflow as tf
 
 from lmpipe import kernels
 from lmpipe.datasets import TextCorpus
-from lmpipe.datasets.word2vec_vocabulary import split_words
-from lmpipe.datasets.word_similarity import read_word_pairs, unit_vectors
+from lmpipe.datasets.bundled.word_similarity import read_word_pairs, unit_vectors
+from lmpipe.datasets.examples.word2vec_vocabulary import split_words
 from lmpipe.layers.word2vec_embedding import Word2VecEmbedding
 from lmpipe.models.word2vec import negative_sampling_loss, sparse_sgd_step
 from lmpipe.pipelines.word2vec import Word2Vec

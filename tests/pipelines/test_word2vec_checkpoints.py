@@ -11,8 +11,8 @@ import pytest
 import tensorflow as tf
 
 from lmpipe import kernels
-from lmpipe.pipelines.checkpointing import POINTER_FILE, RUN_FILE
 from lmpipe.pipelines.word2vec import Word2Vec
+from lmpipe.training.checkpointing import POINTER_FILE, RUN_FILE
 
 SETTINGS = {"vector_size": 8, "window": 3, "min_count": 2, "seed": 5, "update": "batched"}
 BATCH_SIZE = 512

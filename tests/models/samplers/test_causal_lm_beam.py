@@ -6,7 +6,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from lmpipe.models import gpt2_from_pretrained
+from lmpipe.interop.hf import gpt2_from_pretrained
 from lmpipe.models.samplers import BeamSampler, generate, left_pad
 
 FIXTURES = pathlib.Path(__file__).parent.parent / "fixtures"

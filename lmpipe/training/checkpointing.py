@@ -1,0 +1,412 @@
+"""Checkpoints that let a killed run continue where it stopped.
+
+A checkpoint holds the model's and the optimizer's variables, the random states of
+dropout and the state a model returns from an optional `checkpoint_state()` (a dict of
+trackables, e.g. XLNet's memory of every replica); the optimizer's step counter
+says how many batches were trained, which is also the data position (the input pipelines are
+deterministic, so resuming skips that many batches). `tf.train.CheckpointManager` writes the
+files first and then atomically replaces the `checkpoint` pointer file that names the latest
+one, so a crash while writing leaves the previous checkpoint as the latest, intact.
+
+Resuming survives damage to the directory: a missing or unreadable pointer file, or a latest
+checkpoint that is truncated or gone, makes the run continue from the newest checkpoint that
+reads back completely, with a warning naming what was damaged; it never starts again from step
+0 while checkpoints are there (if none reads back, the error names them). Folders left by a
+killed save (`ckpt-N_temp`, `.tmp-lmpipe-*`) are removed when the next run starts.
+
+Beside the checkpoints, `run.json` records the model configuration; resuming with another
+configuration is an error that says so, not a shape mismatch deep in TensorFlow.
+
+Under a multi-worker strategy every worker reads the same directory (it must be on storage all
+of them share) and they check, before training, that they resume from the same step.
+"""
+
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+import uuid
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from lmpipe.training.distribution import gather_from_replicas, is_chief
+
+RUN_FILE = "run.json"
+POINTER_FILE = "checkpoint"  # the name `tf.train.CheckpointManager` gives it
+CHECKPOINT_NAME = "ckpt"  # checkpoints are `ckpt-<step>.index` and `ckpt-<step>.data-*`
+TEMPORARY_PREFIX = ".tmp-lmpipe-"
+# How long the workers of a multi-worker run wait for each other to compare the steps they
+# resume from (they get there after building the model, which may take one longer).
+RESUME_CHECK_TIMEOUT = 600
+
+logger = logging.getLogger(__name__)
+_CHECKPOINT_FILE = re.compile(rf"^{CHECKPOINT_NAME}-(\d+)\.index$")
+_LEFTOVER = re.compile(rf"^({CHECKPOINT_NAME}-\d+_temp|{re.escape(TEMPORARY_PREFIX)}.*)$")
+
+
+def write_json_atomically(path, value):
+    """Write `value` as JSON to `path` through a temporary file beside it, renamed over `path`:
+    a reader (or a run killed meanwhile) finds the whole old file or the whole new one; a
+    temporary file a kill leaves is removed as a leftover when the next run starts."""
+    folder = os.path.dirname(path)
+    tf.io.gfile.makedirs(folder)
+    temporary = os.path.join(
+        folder, f"{TEMPORARY_PREFIX}{uuid.uuid4().hex[:8]}-{os.path.basename(path)}"
+    )
+    with tf.io.gfile.GFile(temporary, "w") as file:
+        json.dump(value, file, indent=2, sort_keys=True)
+    tf.io.gfile.rename(temporary, path, overwrite=True)
+
+
+class RunCheckpoints:
+    """The checkpoints of one run in `directory`: what `tf.train.Checkpoint` `checkpoint`
+    tracks, numbered by the run's position (`steps`), with the resuming described above
+    (`run.json`, the newest intact checkpoint, leftovers, the workers' agreement).
+    `TrainingCheckpoint` is it for a Keras model; word2vec's loop uses it directly.
+
+    Args:
+        directory: where checkpoints go; workers other than the chief write theirs to a
+            temporary directory (they must take part in saving, but only the chief's are kept;
+            `close` removes it).
+        checkpoint: a `tf.train.Checkpoint` of everything a resumed run restores.
+        strategy: the distribution strategy the variables were made in.
+        run_config: a JSON-serializable dict describing the run; it must match on resume.
+        steps: `() -> int`, the run's position now (steps or epochs done), which numbers the
+            checkpoints and is what `restore` returns.
+        max_to_keep: number of checkpoints kept.
+    """
+
+    def __init__(self, directory, checkpoint, strategy, run_config, steps, max_to_keep=3):
+        self.directory = directory
+        self.strategy = strategy
+        self.chief = is_chief(strategy)
+        self.checkpoint = checkpoint
+        self.run_config = run_config
+        self.max_to_keep = max_to_keep
+        self._steps = steps
+        self._write_directory = (
+            directory if self.chief else tempfile.mkdtemp(prefix="lmpipe-worker-")
+        )
+        self._manager = None  # made by the first save, after `restore`
+        self._saved_steps = None
+
+    @property
+    def steps(self):
+        """The run's position now: the number the next checkpoint gets."""
+        return self._steps()
+
+    def restore(self):
+        """Restore the newest intact checkpoint, if there is one; return the steps it had done.
+
+        Under a multi-worker strategy every worker must call this (the workers compare the
+        steps they restored).
+
+        Raises:
+            ValueError: when the checkpoints are of another run configuration, when
+                `run.json` cannot be read, when no checkpoint reads back completely, or when
+                the workers of a multi-worker run restored different steps.
+        """
+        if self.chief:
+            self._remove_leftovers()
+        candidates = self._candidates()
+        if candidates:
+            self._check_run_config()
+            self._restore_newest_intact(candidates)
+            steps = self.steps
+        else:
+            if self.chief:
+                self._write_run_config()
+            steps = 0
+        self._check_workers_agree(steps)
+        self._saved_steps = steps
+        return steps
+
+    def save(self):
+        """Write a checkpoint numbered by the current step, unless there is one of this step
+        already (an epoch end that is also a `checkpoint_every` step is saved once)."""
+        steps = self.steps
+        if steps == self._saved_steps:
+            return
+        if self._manager is None:
+            self._manager = tf.train.CheckpointManager(
+                self.checkpoint,
+                self._write_directory,
+                max_to_keep=self.max_to_keep,
+                checkpoint_name=CHECKPOINT_NAME,
+            )
+        self._manager.save(checkpoint_number=steps)
+        self._saved_steps = steps
+
+    def close(self):
+        """Remove a worker's temporary checkpoints (the chief's directory stays)."""
+        if not self.chief:
+            shutil.rmtree(self._write_directory, ignore_errors=True)
+
+    # Resuming ---------------------------------------------------------------------------------
+
+    def _pointer_path(self):
+        return os.path.join(self.directory, POINTER_FILE)
+
+    def _candidates(self):
+        """`[(step, prefix)]` of the checkpoints on disk or named by the pointer file, newest
+        first; warns when the pointer file is missing or unreadable while checkpoints exist."""
+        steps = set()
+        if tf.io.gfile.isdir(self.directory):
+            for name in tf.io.gfile.listdir(self.directory):
+                match = _CHECKPOINT_FILE.match(name)
+                if match:
+                    steps.add(int(match.group(1)))
+        pointer = self._pointer_path()
+        state = None
+        if tf.io.gfile.exists(pointer):
+            try:
+                state = tf.train.get_checkpoint_state(self.directory)
+            except UnicodeDecodeError:  # TensorFlow returns None for other garbage
+                state = None
+        if state is None:
+            if tf.io.gfile.exists(pointer):
+                logger.warning(
+                    "The checkpoint pointer file %s cannot be read; it is ignored, and the "
+                    "run resumes from the newest intact checkpoint file in the directory, if "
+                    "any (the next save writes a new pointer file).",
+                    pointer,
+                )
+                if self.chief:
+                    # The checkpoint manager would stumble on it again.
+                    tf.io.gfile.remove(pointer)
+            elif steps:
+                logger.warning(
+                    "The checkpoint pointer file %s is missing; resuming from the newest intact "
+                    "checkpoint in the directory instead.",
+                    pointer,
+                )
+        else:
+            for path in [*state.all_model_checkpoint_paths, state.model_checkpoint_path]:
+                match = re.match(rf"^{CHECKPOINT_NAME}-(\d+)$", os.path.basename(path))
+                if match:
+                    steps.add(int(match.group(1)))
+        return [
+            (step, os.path.join(self.directory, f"{CHECKPOINT_NAME}-{step}"))
+            for step in sorted(steps, reverse=True)
+        ]
+
+    def _restore_newest_intact(self, candidates):
+        """Restore the newest of `candidates` that reads back completely; return its prefix."""
+        damaged = []
+        for _, prefix in candidates:
+            try:
+                self._restore_from(prefix)
+            except (ValueError, AssertionError, IndexError, tf.errors.OpError) as error:
+                # A mismatch with the model, or damaged files: reading the files alone tells.
+                reason = _unreadable(prefix)
+                if reason is None:
+                    raise ValueError(
+                        f"The checkpoint {prefix!r} does not fit this model: {error}"
+                    ) from None
+                logger.warning("Skipping the damaged checkpoint %s: %s", prefix, reason)
+                damaged.append(f"{prefix} ({reason})")
+                continue
+            if damaged:
+                logger.warning(
+                    "Resuming from %s (step %d), the newest intact checkpoint.",
+                    prefix,
+                    self.steps,
+                )
+            return prefix
+        raise ValueError(
+            f"None of the checkpoints in {self.directory!r} reads back completely: "
+            f"{'; '.join(damaged)}. Restore them from a copy, or remove them and the pointer "
+            f"file {self._pointer_path()} to train from the start."
+        )
+
+    def _restore_from(self, prefix):
+        """Restore the checkpoint `prefix`; raise if it does not fit what `checkpoint` tracks."""
+        self.checkpoint.restore(prefix).assert_existing_objects_matched()
+
+    def _remove_leftovers(self):
+        """Remove the folders and files a killed run left half-written."""
+        if not tf.io.gfile.isdir(self.directory):
+            return
+        for name in tf.io.gfile.listdir(self.directory):
+            name = name.rstrip("/")
+            if not _LEFTOVER.match(name):
+                continue
+            path = os.path.join(self.directory, name)
+            logger.warning("Removing %s, left by an interrupted run.", path)
+            if tf.io.gfile.isdir(path):
+                tf.io.gfile.rmtree(path)
+            else:
+                tf.io.gfile.remove(path)
+
+    def _run_path(self):
+        return os.path.join(self.directory, RUN_FILE)
+
+    def _write_run_config(self):
+        write_json_atomically(self._run_path(), self.run_config)
+
+    def _check_run_config(self):
+        run_path = self._run_path()
+        if not tf.io.gfile.exists(run_path):
+            return
+        with tf.io.gfile.GFile(run_path) as file:
+            text = file.read()
+        try:
+            saved = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ValueError(
+                f"{run_path} is not valid JSON ({error}): it records the model configuration "
+                "of the checkpoints beside it. Restore it from a copy, or remove it to resume "
+                "without the configuration check."
+            ) from None
+        if not isinstance(saved, dict):
+            raise ValueError(f"{run_path} must hold a JSON object, got {text[:80]!r}.")
+        # Compared as JSON reads it back: tuples are lists there.
+        current = json.loads(json.dumps(self.run_config))
+        if saved != current:
+            differences = sorted(
+                key for key in set(saved) | set(current) if saved.get(key) != current.get(key)
+            )
+            raise ValueError(
+                f"The checkpoints in {self.directory!r} are of another model configuration "
+                f"(differs in: {', '.join(differences)}, see {run_path}); use another "
+                "`checkpoint_dir` or the configuration that wrote them."
+            )
+
+    def _check_workers_agree(self, steps):
+        """Stop every worker of a multi-worker run when they restored different steps (their
+        checkpoint directories are not the same shared storage)."""
+        try:
+            restored = gather_from_replicas(self.strategy, steps, RESUME_CHECK_TIMEOUT)
+        except TimeoutError as error:
+            raise TimeoutError(
+                f"{error} (comparing the step each worker resumes from; this worker restored "
+                f"step {steps} from {self.directory!r})."
+            ) from None
+        if len(set(restored)) > 1:
+            others = sorted(set(restored) - {steps})
+            raise ValueError(
+                f"The workers resume from different steps: this one from step {steps} (read "
+                f"from {self.directory!r}), others from step "
+                f"{', '.join(str(step) for step in others)}. Every worker must read the same "
+                "checkpoint directory: put `checkpoint_dir` on storage that all workers share, "
+                "at the same path on each."
+            )
+
+
+class TrainingCheckpoint(RunCheckpoints):
+    """The checkpoints of a Keras model's training run in `directory` (see `RunCheckpoints`):
+    the model's and the optimizer's variables, the random states of dropout and the model's
+    `checkpoint_state()`, numbered by the optimizer's step counter.
+
+    Args:
+        directory: where checkpoints go (see `RunCheckpoints`).
+        model: the compiled Keras model; its optimizer is checkpointed with it.
+        strategy: the distribution strategy the model was built in.
+        run_config: a JSON-serializable dict describing the model; it must match on resume.
+        max_to_keep: number of checkpoints kept.
+    """
+
+    def __init__(self, directory, model, strategy, run_config, max_to_keep=3):
+        self.model = model
+        # The random states of dropout (Keras seed generators) are not among the model's
+        # checkpointed weights; saving them too makes a resumed run draw the same dropout
+        # masks as an uninterrupted one.
+        random_states = {
+            f"state_{index}": variable.value
+            for index, variable in enumerate(model.variables)
+            if variable.path.endswith("seed_generator_state")
+        }
+        checkpoint = tf.train.Checkpoint(
+            model=model, optimizer=model.optimizer, random_states=random_states
+        )
+        # State a model keeps outside its weights (XLNet's per-replica memory), offered by
+        # an optional `checkpoint_state() -> {name: trackable}`.
+        model_state = model.checkpoint_state() if hasattr(model, "checkpoint_state") else {}
+        if model_state:
+            checkpoint.model_state = model_state
+        super().__init__(
+            directory,
+            checkpoint,
+            strategy,
+            run_config,
+            steps=lambda: int(model.optimizer.iterations.numpy()),
+            max_to_keep=max_to_keep,
+        )
+
+    def save(self):
+        """Write a checkpoint numbered by the current step (see `RunCheckpoints.save`).
+
+        Raises:
+            FloatingPointError: when a weight is NaN or infinite (the checkpoints written
+                before are kept, and none of these weights).
+        """
+        steps = self.steps
+        if steps == self._saved_steps:
+            return
+        variables = self.model.trainable_variables
+        finite = tf.stack([tf.reduce_all(tf.math.is_finite(v.value)) for v in variables])
+        bad = [
+            variable.path for variable, ok in zip(variables, finite.numpy(), strict=True) if not ok
+        ]
+        if bad:
+            raise FloatingPointError(
+                f"After step {steps} the weights {', '.join(bad[:5])}"
+                f"{' and others' if len(bad) > 5 else ''} are not finite; training stopped "
+                f"without checkpointing them (the checkpoints in {self.directory!r} are "
+                "kept). Lower the learning rate or clip the gradients harder."
+            )
+        super().save()
+
+
+def _unreadable(prefix):
+    """Why the checkpoint `prefix` does not read back (every tensor is read, which checks the
+    files' lengths and checksums), or None when it does."""
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+        for name in reader.get_variable_to_shape_map():
+            reader.get_tensor(name)
+    except (tf.errors.OpError, IndexError, ValueError) as error:
+        message = getattr(error, "message", None) or str(error)
+        return message.splitlines()[0] if message else type(error).__name__
+    return None
+
+
+class CheckpointCallback(keras.callbacks.Callback):
+    """Save a `TrainingCheckpoint` every `every_steps` batches and at the end of each epoch."""
+
+    def __init__(self, training_checkpoint, every_steps=None):
+        super().__init__()
+        self.training_checkpoint = training_checkpoint
+        self.every_steps = every_steps
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.every_steps and self.training_checkpoint.steps % self.every_steps == 0:
+            self.training_checkpoint.save()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.training_checkpoint.save()
+
+
+class StopOnNonFiniteLoss(keras.callbacks.Callback):
+    """Stop training with a `FloatingPointError` at the first step whose loss is NaN or
+    infinite, naming the step and the losses; put it before the callbacks that checkpoint, so
+    that no checkpoint of the weights that step produced is written."""
+
+    def on_train_batch_end(self, batch, logs=None):
+        bad = {
+            name: value
+            for name, value in (logs or {}).items()
+            if name.endswith("loss") and not np.all(np.isfinite(value))
+        }
+        if bad:
+            steps = int(self.model.optimizer.iterations.numpy())
+            losses = ", ".join(f"{name}={value}" for name, value in sorted(bad.items()))
+            raise FloatingPointError(
+                f"Training stopped at step {steps}: the loss is not finite ({losses}). The "
+                "checkpoints written before are kept; lower the learning rate or clip the "
+                "gradients harder."
+            )
