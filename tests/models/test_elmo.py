@@ -7,6 +7,7 @@ from lmpipe.layers.scalar_mix import ScalarMix
 from lmpipe.models import count_parameters
 from lmpipe.models.configs import config_from_dict, config_to_dict
 from lmpipe.models.elmo import ElmoConfig, ElmoLanguageModel, elmo, reverse_real_tokens
+from tests.fresh_process import json_from_fresh_process
 from tests.layer_checks import check_layer
 
 VOCAB = 53
@@ -203,7 +204,17 @@ def test_published_preset_has_bilm_tfs_parameter_count():
     assert (config.num_highway_layers, config.embedding_dim, config.character_dim) == (2, 512, 16)
     assert (config.lstm_units, config.projection_dim, config.num_layers) == (4096, 512, 2)
     assert (config.cell_clip, config.proj_clip, config.max_characters_per_token) == (3, 3, 50)
-    model = ElmoLanguageModel(config)
+    # The model's counts, built in a fresh process (its 109M weights would stay with this one).
+    script = (
+        "import json, keras\n"
+        "from lmpipe.models import count_parameters\n"
+        "from lmpipe.models.elmo import ElmoConfig, ElmoLanguageModel\n"
+        "model = ElmoLanguageModel(ElmoConfig.original(vocabulary_size=100))\n"
+        "lstm = sum(l.count_params() for l in model.layers if isinstance(l, keras.layers.RNN))\n"
+        "cnn = count_parameters(model.get_layer('character_cnn'))\n"
+        "print(json.dumps([lstm, cnn, count_parameters(model)]))"
+    )
+    model_lstm, model_encoder, model_total = json_from_fresh_process(script)
     # bilm-tf's variables: LSTMCell W_0 [512 + 512, 4 * 4096], B [4 * 4096], W_P_0
     # [4096, 512], for 2 layers x 2 directions: 75,563,008, the "75.6M".
     lstm = 4 * ((512 + 512) * 4 * 4096 + 4 * 4096 + 4096 * 512)
@@ -212,10 +223,10 @@ def test_published_preset_has_bilm_tfs_parameter_count():
     filters = sum(width * 16 * count + count for width, count in config.character_filters)
     encoder = 262 * 16 + filters + 2 * 2 * (2048 * 2048 + 2048) + 2048 * 512 + 512
     softmax = 100 * 512 + 100  # softmax W [V, 512], b [V]
-    assert lstm_parameters(model) == lstm == 75_563_008
-    assert count_parameters(model.get_layer("character_cnn")) == encoder == 18_037_856
+    assert model_lstm == lstm == 75_563_008
+    assert model_encoder == encoder == 18_037_856
     # The biLM without its softmax: AllenNLP's "93.6M parameters" for this model.
-    assert count_parameters(model) - softmax == lstm + encoder == 93_600_864
+    assert model_total - softmax == lstm + encoder == 93_600_864
     assert config.parameter_count() == {"token_encoder": encoder, "lstm": lstm, "softmax": softmax}
 
 

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from lmpipe.models.bert import count_parameters
 from lmpipe.models.gpt import GptCausalLM, GptConfig, gpt
 from lmpipe.models.samplers import TopKSampler, TopPSampler, generate
+from tests.fresh_process import json_from_fresh_process
 
 VOCAB = 61
 
@@ -286,8 +286,12 @@ def test_bert_keeps_its_truncated_normal():
 @pytest.mark.slow
 def test_gpt2_small_has_124_million_parameters():
     assert GptConfig.small() == GptConfig.base()
-    model = gpt(GptConfig.small())
-    assert count_parameters(model) == 124_439_808
+    script = (
+        "from lmpipe.models.bert import count_parameters\n"
+        "from lmpipe.models.gpt import GptConfig, gpt\n"
+        "print(count_parameters(gpt(GptConfig.small())))"
+    )
+    assert json_from_fresh_process(script) == 124_439_808
 
 
 def test_bad_generation_arguments_are_rejected_with_their_name(model):
