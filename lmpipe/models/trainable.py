@@ -46,6 +46,27 @@ class TrainingSteps:
             return super().train_step(data)
         return accumulated_train_step(self, data, steps)
 
+    def test_step(self, data):
+        """Keras' evaluation step, but for the batch count of its `loss`.
+
+        Keras weighs each batch's loss by `tf.shape(x)[0]`, which is a constant where the batch
+        size is static (every pretraining dataset's). TensorFlow then runs that count without
+        waiting for the data, also in the call that finds a finite dataset exhausted: Keras'
+        `loss` of an evaluation counted one batch more than it saw (n / (n + 1) of the mean;
+        half of it for one batch). Here the count waits for the batch's loss."""
+        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        y_pred = self(x, training=False)
+        loss = self.compute_loss(
+            x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=False
+        )
+        with tf.control_dependencies([loss]):
+            batch = tf.identity(tf.shape(tf.nest.flatten(x)[0])[0])
+        # What Keras' step gives its tracker: the replica's loss times the replicas (lmpipe's
+        # losses are divided by global counts, see `lmpipe.models.losses`).
+        replicas = tf.distribute.get_strategy().num_replicas_in_sync
+        self._loss_tracker.update_state(loss * replicas, sample_weight=batch)
+        return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+
     def jit_compile_per_replica(self, enabled=True):
         """XLA-compile the training forward pass (and with it the backward pass) on each
         replica, for training under a strategy with several replicas; compile the model with

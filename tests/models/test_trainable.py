@@ -25,3 +25,30 @@ def test_a_functional_model_does_not_turn_subclass_models_functional():
         "target_mapping": np.eye(5, dtype=np.float32)[None, :2],
     }
     assert xlnet(features)["lm_logits"].shape == (1, 2, 50)
+
+
+def test_evaluate_counts_each_batch_of_a_static_batch_size_once():
+    # Keras' `loss` weighs a batch by tf.shape(x)[0], a constant for a static batch size,
+    # which TensorFlow ran in the call that found the dataset exhausted too: one batch of a
+    # GPT evaluated to `loss` half its `next_token_loss`.
+    import tensorflow as tf
+
+    from lmpipe.models import GptConfig
+    from lmpipe.models.gpt import GptCausalLM
+
+    model = GptCausalLM(GptConfig.tiny(vocabulary_size=30))
+    model.compile(optimizer="sgd")
+    rng = np.random.default_rng(0)
+    weights = np.ones([4, 6], np.float32)
+    weights[3, 2:] = 0  # the token mean differs from the row mean
+    batch = (
+        {"token_ids": rng.integers(5, 30, [4, 6]).astype("int32"), "padding_mask": weights > 0},
+        {"next_ids": rng.integers(5, 30, [4, 6]).astype("int32"), "weights": weights},
+    )
+    batch[0]["padding_mask"] = batch[0]["padding_mask"].astype("int32")
+    for batches in (1, 3):
+        # Of unknown length, as a pass over a corpus is: Keras reads until it is exhausted.
+        dataset = tf.data.Dataset.from_tensors(batch).repeat(batches).filter(lambda x, y: True)
+        assert dataset.element_spec[0]["token_ids"].shape == (4, 6)  # static
+        results = model.evaluate(dataset, return_dict=True, verbose=0)
+        np.testing.assert_allclose(results["loss"], results["next_token_loss"], rtol=1e-6)
