@@ -1,6 +1,2 @@
-"""The `lmpipe` command. Standard library only at import: a command line is checked before
-TensorFlow is imported."""
-
-from lmpipe.cli.main import main
-
-__all__ = ["main"]
+"""The `lmpipe` command (`lmpipe.cli.main.main`; `python -m lmpipe.cli`). Nothing is imported
+here: a command line is checked before TensorFlow is imported."""
