@@ -1,16 +1,19 @@
-"""README.md's examples, in order, run as written in a fresh copy of the repository.
+"""The examples of README.md and docs/, in order, run as written in a fresh copy of the
+repository.
 
     python tests/readme_examples.py --list          # every example: run, or why not
-    python tests/readme_examples.py [--keep DIR] [--start LINE] [--timeout SECONDS]
+    python tests/readme_examples.py [--keep DIR] [--start [FILE:]LINE] [--timeout SECONDS]
 
-A bash or python block of README.md is an example. One that cannot run as written (a user's
-own files, a server, a fragment that continues the block above) says why on an HTML comment
-just before it: `<!-- not run: needs your own CoNLL files -->`. Every other block runs, in the
-README's order, in a copy of the repository's files (without `runs/`, `serving/`, `data/`), as a
-reader who has done the set-up would run it: a bash block as a script (`set -e`; in a block of
-`$ ` prompts, only the prompted commands), a python block as a script of its own. The set-up's
-`pip install ... &&` is left out: the copy's `lmpipe` is put first on PYTHONPATH instead, as
-`pip install -e .` there would (its dependencies must be installed).
+A bash or python block of README.md or of a page of docs/ is an example; the documents come in
+their reading order: the README, then the pages as mkdocs.yml's navigation lists them. One that
+cannot run as written (a user's own files, a server, a fragment that continues the block above)
+says why on an HTML comment just before it: `<!-- not run: needs your own CoNLL files -->`.
+Every other block runs, in the documents' order, in a copy of the repository's files (without
+`runs/`, `serving/`, `data/`), as a reader who has done the set-up would run it: a bash block
+as a script (`set -e`; in a block of `$ ` prompts, only the prompted commands), a python block
+as a script of its own. The set-up's `pip install ... &&` is left out: the copy's `lmpipe` is
+put first on PYTHONPATH instead, as `pip install -e .` there would (its dependencies must be
+installed).
 
 After each example the runner records the files it created under the copy; an example that
 creates files inside an output folder (two levels: `runs/bert`, `serving/bert`) that another
@@ -32,6 +35,8 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+MKDOCS = ROOT / "mkdocs.yml"
+NAV_PAGE = re.compile(r"^\s*-\s+(?:[^:\n]+:\s+)?(\S+\.md)\s*$", re.M)
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.S | re.M)
 NOT_RUN = re.compile(r"<!--\s*not run:\s*(.*?)\s*-->\s*$", re.S)
 LEFT_OUT = ("runs", "serving", "data")
@@ -43,6 +48,12 @@ class Example:
     language: str
     source: str
     not_run: str | None  # the reason given, or None for an example that runs
+    document: str = "README"  # where it is: "README" or a page's path, "docs/serving.md"
+
+    @property
+    def where(self):
+        """How messages name the example: `README line 12`, `docs/serving.md line 40`."""
+        return f"{self.document} line {self.line}"
 
     @property
     def script(self):
@@ -81,9 +92,21 @@ def complete(command):
     return True
 
 
-def examples(text=None):
-    """Every bash and python block of README.md, in order."""
-    text = README.read_text("utf-8") if text is None else text
+def documents():
+    """README.md, then the pages of docs/ in the order of mkdocs.yml's navigation."""
+    pages = NAV_PAGE.findall(MKDOCS.read_text("utf-8")) if MKDOCS.exists() else []
+    return [README, *(ROOT / "docs" / page for page in pages)]
+
+
+def document_name(path):
+    """`README` for README.md (as the messages have always named it), else the page's path."""
+    path = pathlib.Path(path)
+    return "README" if path == README else path.relative_to(ROOT).as_posix()
+
+
+def examples(text=None, document=README):
+    """Every bash and python block of one document (README.md unless told), in order."""
+    text = pathlib.Path(document).read_text("utf-8") if text is None else text
     found = []
     for match in FENCE.finditer(text):
         language, source = match.group(1), match.group(2)
@@ -101,9 +124,15 @@ def examples(text=None):
                 language=language,
                 source=source,
                 not_run=reason.group(1) if reason else None,
+                document=document_name(document),
             )
         )
     return found
+
+
+def all_examples():
+    """Every example of every document, in reading order."""
+    return [example for document in documents() for example in examples(document=document)]
 
 
 # What an example writes: `--out DIR` and `lmpipe export SOURCE DIR` in shell commands,
@@ -164,11 +193,12 @@ def run(selected, work, timeout, log=print):
     # The copy's lmpipe, as `pip install -e .` there would give it.
     paths = [str(work), *filter(None, [os.environ.get("PYTHONPATH")])]
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
-    owners = {}  # output folder -> line of the example that created it
+    owners = {}  # output folder -> the example that created it
     failures = []
     for example in selected:
         before = files_under(work)
-        name = f"readme_{example.line}.{'py' if example.language == 'python' else 'sh'}"
+        stem = re.sub(r"\W", "_", example.document)
+        name = f"{stem}_{example.line}.{'py' if example.language == 'python' else 'sh'}"
         script = pathlib.Path(tempfile.gettempdir()) / f"{os.getpid()}_{name}"
         script.write_text(example.script)
         command = [sys.executable, str(script)] if example.language == "python" else ["bash"]
@@ -186,37 +216,60 @@ def run(selected, work, timeout, log=print):
         finally:
             script.unlink(missing_ok=True)
         seconds = time.monotonic() - started
-        log(f"README line {example.line} ({example.language}): exit {code}, {seconds:.0f} s")
+        log(f"{example.where} ({example.language}): exit {code}, {seconds:.0f} s")
         if code != 0:
             tail = "\n".join(output.strip().splitlines()[-30:])
-            failures.append(f"README line {example.line}: exit {code}\n{tail}")
+            failures.append(f"{example.where}: exit {code}\n{tail}")
             break  # the examples after it may need what it makes
         for path in sorted(files_under(work) - before):
             folder = output_folder(path)
-            owner = owners.setdefault(folder, example.line)
-            if owner != example.line:
+            owner = owners.setdefault(folder, example)
+            if owner is not example:
+                made = owner.where if owner.document != example.document else f"line {owner.line}"
                 failures.append(
-                    f"README line {example.line} writes {path} into {folder}, "
-                    f"which the example at line {owner} made"
+                    f"{example.where} writes {path} into {folder}, which the example at {made} made"
                 )
-                owners[folder] = example.line  # one report a folder and example
+                owners[folder] = example  # one report a folder and example
     return failures
+
+
+def starting_at(found, start):
+    """The examples from `start` on: `LINE` (of the README) or `FILE:LINE` (of a page)."""
+    document, _, line = start.rpartition(":")
+    document = document_name(ROOT / document) if document else "README"
+    names = [document_name(path) for path in documents()]
+    if document not in names:
+        raise SystemExit(f"--start {start}: {document} is not one of {', '.join(names)}")
+    first = next(
+        (
+            index
+            for index, example in enumerate(found)
+            if names.index(example.document) > names.index(document)
+            or (example.document == document and example.line >= int(line))
+        ),
+        len(found),
+    )
+    return found[first:]
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--list", action="store_true", help="list the examples and stop")
     parser.add_argument("--keep", help="run in this (new) folder and keep it (default: a temp)")
-    parser.add_argument("--start", type=int, default=0, help="skip examples before this line")
+    parser.add_argument(
+        "--start",
+        default="0",
+        help="skip the examples before this one: LINE of the README, or FILE:LINE of a page",
+    )
     parser.add_argument("--timeout", type=float, default=1800, help="seconds an example")
     arguments = parser.parse_args(argv)
-    found = examples()
+    found = all_examples()
     if arguments.list:
         for example in found:
             what = f"not run: {example.not_run}" if example.not_run else "runs"
-            print(f"line {example.line:5d}  {example.language:6s}  {what}")
+            print(f"{example.document:28s} line {example.line:5d}  {example.language:6s}  {what}")
         return 0
-    selected = [e for e in found if e.not_run is None and e.line >= arguments.start]
+    selected = [e for e in starting_at(found, arguments.start) if e.not_run is None]
     if arguments.keep:
         work = pathlib.Path(arguments.keep)
         work.mkdir(parents=True)

@@ -1,11 +1,10 @@
-"""README.md's examples against the code: every `lmpipe` command in its shell blocks is one
-the command accepts (its flags, its flag combinations), every Python block compiles and
-names only what lmpipe has, and every example runs as written or says why not (the run
-itself, about an hour, with LMPIPE_README_EXAMPLES=1)."""
+"""The examples of README.md and of docs/ against the code: every `lmpipe` command in their
+shell blocks is one the command accepts (its flags, its flag combinations), every Python block
+compiles and names only what lmpipe has, and every example runs as written or says why not
+(the run itself, about an hour, with LMPIPE_README_EXAMPLES=1)."""
 
 import ast
 import os
-import pathlib
 import re
 import shlex
 
@@ -13,21 +12,22 @@ import pytest
 
 from tests import readme_examples
 
-README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
+README = readme_examples.README
+DOCUMENTS = readme_examples.documents()  # the README, then the pages of docs/
 BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
 
 
-def blocks(language):
-    text = README.read_text("utf-8")
+def blocks(language, document=README):
+    text = document.read_text("utf-8")
     return [body for kind, body in BLOCK.findall(text) if kind == language]
 
 
-def shell_commands():
+def shell_commands(document=README):
     """Every `lmpipe ...` command of the README's bash blocks, as argv lists: continuation
     lines joined, a `$ ` prompt and comments dropped, a quoted argument over several lines
     kept whole, `$VAR` stand-ins for paths; lines of output (after a `$ ` command) skipped."""
     commands = []
-    for body in blocks("bash"):
+    for body in blocks("bash", document):
         lines = re.sub(r"\\\n\s*", " ", body).splitlines()
         while lines:
             line = lines.pop(0)
@@ -55,6 +55,25 @@ def shell_commands():
 
 
 COMMANDS = shell_commands()
+DOCUMENTED_COMMANDS = [
+    (readme_examples.document_name(document), command)
+    for document in DOCUMENTS
+    for command in shell_commands(document)
+]
+PYTHON_BLOCKS = [
+    (readme_examples.document_name(document), index, source)
+    for document in DOCUMENTS
+    for index, source in enumerate(blocks("python", document))
+]
+
+
+def test_the_documents_are_the_readme_and_every_page_of_docs():
+    pages = {path.relative_to(README.parent / "docs").as_posix() for path in DOCUMENTS[1:]}
+    assert DOCUMENTS[0] == README
+    assert pages == {
+        path.relative_to(README.parent / "docs").as_posix()
+        for path in (README.parent / "docs").rglob("*.md")
+    }
 
 
 def test_the_readme_has_a_command_of_every_verb():
@@ -66,27 +85,32 @@ def test_the_readme_has_a_command_of_every_verb():
     assert {"bert", "albert", "xlnet", "gpt", "elmo", "word2vec"} <= models
 
 
-@pytest.mark.parametrize("argv", COMMANDS, ids=[" ".join(c)[:60] for c in COMMANDS])
-def test_every_readme_command_is_one_the_cli_accepts(argv):
+@pytest.mark.parametrize(
+    "document, argv",
+    DOCUMENTED_COMMANDS,
+    ids=[f"{d}: {' '.join(c)[:60]}" for d, c in DOCUMENTED_COMMANDS],
+)
+def test_every_readme_command_is_one_the_cli_accepts(document, argv):
     from lmpipe.cli.main import _resolve_pretrain_flags, build_parser
 
     parser = build_parser()
     try:
         arguments, extra = parser.parse_known_args(argv)
     except SystemExit as error:
-        pytest.fail(f"lmpipe {' '.join(argv)}: refused by the parser ({error})")
+        pytest.fail(f"{document}: lmpipe {' '.join(argv)}: refused by the parser ({error})")
     if arguments.command == "predict":
         extra = [word for word in extra if word.startswith("-")]
-    assert not extra, f"lmpipe {' '.join(argv)}: unknown arguments {extra}"
+    assert not extra, f"{document}: lmpipe {' '.join(argv)}: unknown arguments {extra}"
     if arguments.command == "pretrain":
         _resolve_pretrain_flags(arguments, argv)  # the flags of another model are refused
 
 
-@pytest.mark.parametrize("index", range(len(blocks("python"))))
-def test_every_readme_python_block_compiles_and_names_what_lmpipe_has(index):
+@pytest.mark.parametrize(
+    "document, index, source", PYTHON_BLOCKS, ids=[f"{d}-{i}" for d, i, _ in PYTHON_BLOCKS]
+)
+def test_every_readme_python_block_compiles_and_names_what_lmpipe_has(document, index, source):
     import importlib
 
-    source = blocks("python")[index]
     tree = ast.parse(source)  # a SyntaxError fails the test
     # Dotted names under lmpipe (lmpipe.pipelines.TextClassifier, ...) must exist.
     for node in ast.walk(tree):
@@ -107,7 +131,7 @@ def test_every_readme_python_block_compiles_and_names_what_lmpipe_has(index):
                     target = importlib.import_module(".".join(path[: depth + 1]))
                     continue
                 except ImportError:
-                    pytest.fail(f"README python block {index}: {'.'.join(path)} does not exist")
+                    pytest.fail(f"{document} python block {index}: {'.'.join(path)} does not exist")
             target = getattr(target, name)
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("lmpipe"):
@@ -115,7 +139,7 @@ def test_every_readme_python_block_compiles_and_names_what_lmpipe_has(index):
             for alias in node.names:
                 assert hasattr(module, alias.name) or importlib.util.find_spec(
                     f"{node.module}.{alias.name}"
-                ), f"README python block {index}: from {node.module} import {alias.name}"
+                ), f"{document} python block {index}: from {node.module} import {alias.name}"
 
 
 # The examples run as written, in order (tests/readme_examples.py).
@@ -173,28 +197,33 @@ def test_the_runner_reports_a_collision_and_stops_at_a_failure(tmp_path):
     assert not (tmp_path / "after").exists()
 
 
-def test_every_readme_example_runs_or_says_why_not():
-    found = readme_examples.examples()
-    assert len(found) == len(blocks("bash")) + len(blocks("python"))
+@pytest.mark.parametrize("document", DOCUMENTS, ids=readme_examples.document_name)
+def test_every_readme_example_runs_or_says_why_not(document):
+    found = readme_examples.examples(document=document)
+    assert len(found) == len(blocks("bash", document)) + len(blocks("python", document))
     for example in found:
         if example.not_run is not None:
-            assert example.not_run, f"README line {example.line}: say why it is not run"
+            assert example.not_run, f"{example.where}: say why it is not run"
             continue
         for placeholder in ("path/to/", "docker ", "curl ", "localhost"):
             assert placeholder not in example.source, (
-                f"README line {example.line} runs as written but has {placeholder!r}: "
+                f"{example.where} runs as written but has {placeholder!r}: "
                 "mark it <!-- not run: why -->"
             )
-    assert sum(example.not_run is None for example in found) >= 15
+
+
+def test_the_readme_and_docs_run_at_least_fifteen_examples():
+    # The README's examples moved into docs/ with its sections: they count together.
+    assert sum(example.not_run is None for example in readme_examples.all_examples()) >= 15
 
 
 @pytest.mark.skipif(
     not os.environ.get("LMPIPE_README_EXAMPLES"),
-    reason="about an hour on 2 cores: LMPIPE_README_EXAMPLES=1 runs README.md's examples",
+    reason="about an hour on 2 cores: LMPIPE_README_EXAMPLES=1 runs README and docs examples",
 )
 def test_the_readme_examples_run_in_order_in_a_fresh_copy(tmp_path):
     readme_examples.fresh_copy(tmp_path)
-    selected = [e for e in readme_examples.examples() if e.not_run is None]
+    selected = [e for e in readme_examples.all_examples() if e.not_run is None]
     failures = readme_examples.run(selected, tmp_path, timeout=1800)
     assert not failures, "\n\n".join(failures)
 
@@ -203,13 +232,18 @@ def test_the_models_config_parses_as_tf_servings_model_server_config():
     from google.protobuf import text_format
     from tensorflow_serving.config import model_server_config_pb2
 
-    (config,) = [body for body in blocks("text") if body.startswith("model_config_list")]
+    (config,) = [
+        body
+        for document in DOCUMENTS
+        for body in blocks("text", document)
+        if body.startswith("model_config_list")
+    ]
     parsed = text_format.Parse(config, model_server_config_pb2.ModelServerConfig())
     models = {model.name: model for model in parsed.model_config_list.config}
     assert sorted(models) == ["bert", "gpt"]
     assert list(models["bert"].model_version_policy.specific.versions) == [7]
     assert all(model.base_path == f"/models/{name}" for name, model in models.items())
-    # Version 7 of serving/bert is what the command-line block exports.
+    # Version 7 of serving/bert is what the README's command-line block exports.
     assert ["export", "runs/bert/pipeline", "serving/bert", "--version", "7"] in COMMANDS
 
 
@@ -217,13 +251,13 @@ def test_no_two_readme_examples_write_the_same_output_folder():
     # A folder written by two examples: a run trained over, an untrained model served as the
     # newest version. The same command again (the main job, repeated) is a resume, allowed.
     writers = {}
-    for example in readme_examples.examples():
+    for example in readme_examples.all_examples():
         if example.not_run is None:
             for folder, commands in readme_examples.written_folders(example).items():
                 writers.setdefault(folder, set()).update(
-                    (example.line, command) for command in commands
+                    (example.where, command) for command in commands
                 )
     assert {"runs/bert", "serving/bert", "runs/gpt", "serving/toy"} <= set(map(str, writers))
     for folder, found in writers.items():
-        examples, commands = {line for line, _ in found}, {command for _, command in found}
+        examples, commands = {where for where, _ in found}, {command for _, command in found}
         assert len(examples) == 1 or len(commands) == 1, f"{folder} is written by {sorted(found)}"
