@@ -12,6 +12,7 @@ import os
 # export are TensorFlow, so the backend must be too.
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
+# The one place the version is written: setup.cfg reads it (`version = attr: ...`).
 __version__ = "0.1.0"
 __all__ = ["datasets", "layers", "models", "pipelines"]
 
