@@ -14,7 +14,7 @@ from safetensors.numpy import load_file, save_file
 from lmpipe.datasets import SentencePieceTokenizer, TextCorpus
 from lmpipe.datasets.examples.packing import pack_segments
 from lmpipe.interop.hf import xlnet_from_pretrained
-from lmpipe.interop.hf.pretrained import load_xlnet_pretrainer_weights, xlnet_config_from_hf
+from lmpipe.interop.hf.xlnet import load_xlnet_pretrainer_weights, xlnet_config_from_hf
 from lmpipe.models.xlnet_pretrainer import XLNetPretrainer
 from lmpipe.pipelines import XLNetPretraining
 
