@@ -69,9 +69,9 @@ def read_config(path):
 
 
 def read_model_config(path, model_type, name, stem, defaults):
-    """The fields of the config.json at `path`, checked to describe a `model_type` model (its
-    `architectures` all `stem` classes: "Bert" for `BertModel`, `BertForMaskedLM`, ...), with
-    `defaults` (transformers' config class defaults) for the fields it leaves out."""
+    """The `ConfigFields` of the config.json at `path`, checked to describe a `model_type`
+    model (its `architectures` all `stem` classes: "Bert" for `BertModel`, `BertForMaskedLM`,
+    ...), with `defaults` (transformers' config class defaults) for the fields it leaves out."""
     hf = read_config(path)
     if hf.get("model_type") != model_type:
         raise ValueError(
@@ -85,32 +85,52 @@ def read_model_config(path, model_type, name, stem, defaults):
             f"{path}: `architectures` must name {name} models ({stem}Model, "
             f"{stem}ForMaskedLM, ...), found {architectures!r}."
         )
-    return {**defaults, **hf}
+    return ConfigFields(path, {**defaults, **hf})
 
 
-def require(path, hf, wanted, why):
-    """Raise, naming the file and the field, unless every field of `hf` in `wanted` has the
-    value given there (`why` says what lmpipe's model is)."""
-    for field, value in wanted.items():
-        if hf[field] != value:
-            raise ValueError(f"{path}: `{field}` is {hf[field]!r}; {why} ({field} {value!r}).")
+class ConfigFields(dict):
+    """The fields of a model's config.json, by name, and the checks that turn them into an
+    lmpipe config; every error names the file (`path`) and the field."""
+
+    def __init__(self, path, fields):
+        super().__init__(fields)
+        self.path = path
+
+    def require(self, wanted, why):
+        """Raise unless every field in `wanted` has the value given there (`why` says what
+        lmpipe's model is)."""
+        for field, value in wanted.items():
+            if self[field] != value:
+                raise ValueError(
+                    f"{self.path}: `{field}` is {self[field]!r}; {why} ({field} {value!r})."
+                )
+
+    def activation(self, field):
+        """lmpipe's name of the activation that `field` names."""
+        if self[field] not in ACTIVATIONS:
+            raise ValueError(
+                f"{self.path}: unsupported `{field}` {self[field]!r}; expected one of "
+                f"{sorted(ACTIVATIONS)}."
+            )
+        return ACTIVATIONS[self[field]]
+
+    def config(self, config_class, name, **fields):
+        """`config_class(**fields)`, its validation errors naming the file (`name`: the
+        family's, "BERT")."""
+        try:
+            return config_class(**fields)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{self.path} does not describe a valid {name}: {error}") from error
 
 
-def activation(path, hf, field):
-    """lmpipe's name of the activation `hf[field]` names; ValueError naming it otherwise."""
-    if hf[field] not in ACTIVATIONS:
-        raise ValueError(
-            f"{path}: unsupported `{field}` {hf[field]!r}; expected one of {sorted(ACTIVATIONS)}."
-        )
-    return ACTIVATIONS[hf[field]]
-
-
-def checked_config(path, config_class, name, **fields):
-    """`config_class(**fields)`, its validation errors naming the config.json at `path`."""
-    try:
-        return config_class(**fields)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"{path} does not describe a valid {name}: {error}") from error
+def read_checkpoint(directory, name, config_from_hf):
+    """`(config, tensors, path)` of a Hugging Face checkpoint folder (`name`'s, for messages):
+    `config_from_hf` of its config.json, every tensor of its model.safetensors by name, and
+    that file's path."""
+    directory = checkpoint_directory(directory, name)
+    config = config_from_hf(directory / CONFIG_FILE)
+    path = directory / WEIGHTS_FILE
+    return config, read_tensors(path), path
 
 
 def read_tensors(path):

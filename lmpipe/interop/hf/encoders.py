@@ -6,13 +6,10 @@ import pathlib
 from lmpipe.interop.hf.checkpoint import (
     CONFIG_FILE,
     HF_ACTIVATIONS,
-    WEIGHTS_FILE,
-    activation,
-    checked_config,
     checkpoint_directory,
     checkpoint_model_type,
+    read_checkpoint,
     read_model_config,
-    read_tensors,
 )
 from lmpipe.interop.hf.family import HfFamily, TaskHeads
 from lmpipe.interop.hf.weights import (
@@ -153,10 +150,8 @@ def albert_from_pretrained(directory):
 
 def _encoder_from_pretrained(family, build, directory):
     """`build(config)` (`bert` or `albert`) with the weights of `family`'s checkpoint folder."""
-    directory = checkpoint_directory(directory, family.name)
-    config = family.config_from_hf(directory / CONFIG_FILE)
-    path = directory / WEIGHTS_FILE
-    weights = encoder_weights(read_tensors(path), family.prefix, path)
+    config, tensors, path = read_checkpoint(directory, family.name, family.config_from_hf)
+    weights = encoder_weights(tensors, family.prefix, path)
     model = build(config)
     assign_weights(model, family.weight_map(model, config), weights, path)
     return model
@@ -176,7 +171,6 @@ def load_pretrainer_weights(pretrainer, directory):
         The heads loaded, among "mlm_head" and "pair_head".
     """
     directory = checkpoint_directory(directory, "BERT or ALBERT")
-    path = directory / WEIGHTS_FILE
     model_type = checkpoint_model_type(directory)
     if model_type not in _PRETRAINING_HEADS:
         raise ValueError(
@@ -184,8 +178,8 @@ def load_pretrainer_weights(pretrainer, directory):
             f"continue pretraining, found {model_type!r}."
         )
     family, heads = _PRETRAINING_HEADS[model_type]
+    _, tensors, path = read_checkpoint(directory, family.name, family.config_from_hf)
     config, encoder = pretrainer.encoder_config, pretrainer.encoder
-    tensors = read_tensors(path)
     weights = encoder_weights(tensors, family.prefix, path)
     assign_weights(encoder, family.weight_map(encoder, config), weights, path)
     loaded = []
@@ -237,7 +231,7 @@ def bert_config_from_hf(path):
     for flag in ("is_decoder", "add_cross_attention"):
         if hf.get(flag):
             raise ValueError(f"{path}: `{flag}` is set; only BERT encoders can be loaded.")
-    return _encoder_config(path, hf, BertConfig, "BERT")
+    return _encoder_config(hf, BertConfig, "BERT")
 
 
 def albert_config_from_hf(path):
@@ -250,19 +244,18 @@ def albert_config_from_hf(path):
                 f"{path}: `{field}` is {hf[field]!r}; lmpipe's ALBERT shares one layer across "
                 "all layers (1 group of 1 layer, as every released ALBERT)."
             )
-    return _encoder_config(path, hf, AlbertConfig, "ALBERT", embedding_dim=hf["embedding_size"])
+    return _encoder_config(hf, AlbertConfig, "ALBERT", embedding_dim=hf["embedding_size"])
 
 
-def _encoder_config(path, hf, config_class, name, **fields):
-    """`config_class` (BertConfig or AlbertConfig) from the BERT-style fields of `hf` (the
-    config.json at `path`, defaults filled in) and `fields`."""
+def _encoder_config(hf, config_class, name, **fields):
+    """`config_class` (BertConfig or AlbertConfig) from the BERT-style fields of `hf` (a
+    config.json's `ConfigFields`, defaults filled in) and `fields`."""
     if hf["position_embedding_type"] != "absolute":
         raise ValueError(
-            f'{path}: `position_embedding_type` must be "absolute", found '
+            f'{hf.path}: `position_embedding_type` must be "absolute", found '
             f"{hf['position_embedding_type']!r}; relative position embeddings are not supported."
         )
-    return checked_config(
-        path,
+    return hf.config(
         config_class,
         name,
         vocabulary_size=hf["vocab_size"],
@@ -274,7 +267,7 @@ def _encoder_config(path, hf, config_class, name, **fields):
         num_segments=hf["type_vocab_size"],
         dropout=hf["hidden_dropout_prob"],
         attention_dropout=hf["attention_probs_dropout_prob"],
-        activation=activation(path, hf, "hidden_act"),
+        activation=hf.activation("hidden_act"),
         layer_norm_epsilon=hf["layer_norm_eps"],
         initializer_range=hf["initializer_range"],
         **fields,

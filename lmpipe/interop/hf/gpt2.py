@@ -6,17 +6,7 @@ import pathlib
 
 import numpy as np
 
-from lmpipe.interop.hf.checkpoint import (
-    CONFIG_FILE,
-    HF_ACTIVATIONS,
-    WEIGHTS_FILE,
-    activation,
-    checked_config,
-    checkpoint_directory,
-    read_model_config,
-    read_tensors,
-    require,
-)
+from lmpipe.interop.hf.checkpoint import HF_ACTIVATIONS, read_checkpoint, read_model_config
 from lmpipe.interop.hf.family import HfFamily
 from lmpipe.interop.hf.weights import assign_weights, layer_norm, prefixed, reshaped
 from lmpipe.models.gpt import GptCausalLM, GptConfig
@@ -64,18 +54,20 @@ def gpt2_from_pretrained(directory):
     Raises:
         ValueError: as `bert_from_pretrained`, naming the file and the field or weight.
     """
-    directory = checkpoint_directory(directory, "GPT-2")
-    config = gpt2_config_from_hf(directory / CONFIG_FILE)
+    config, tensors, path = read_checkpoint(directory, "GPT-2", gpt2_config_from_hf)
     model = GptCausalLM(config)
-    load_gpt2_weights(model, directory)
+    _assign_gpt2_weights(model, tensors, path)
     return model
 
 
 def load_gpt2_weights(model, directory):
     """Assign the GPT-2 checkpoint in `directory` to `model`, a `GptCausalLM` of its config."""
-    directory = checkpoint_directory(directory, "GPT-2")
-    path = directory / WEIGHTS_FILE
-    weights = _split_weights(read_tensors(path), path, model.config)
+    _, tensors, path = read_checkpoint(directory, "GPT-2", gpt2_config_from_hf)
+    _assign_gpt2_weights(model, tensors, path)
+
+
+def _assign_gpt2_weights(model, tensors, path):
+    weights = _split_weights(tensors, path, model.config)
     assign_weights(model, _gpt2_weight_map(model, model.config), weights, path)
 
 
@@ -83,9 +75,7 @@ def gpt2_config_from_hf(path):
     """The `GptConfig` described by a Hugging Face GPT-2 `config.json` at `path`."""
     path = pathlib.Path(path)
     hf = read_model_config(path, "gpt2", "GPT-2", "GPT2", _HF_GPT2_DEFAULTS)
-    require(
-        path,
-        hf,
+    hf.require(
         {
             "scale_attn_weights": True,
             "scale_attn_by_inverse_layer_idx": False,
@@ -97,8 +87,7 @@ def gpt2_config_from_hf(path):
     width = hf["n_embd"]
     if isinstance(width, bool) or not isinstance(width, int):
         raise ValueError(f"{path}: `n_embd` must be a positive integer, found {width!r}.")
-    return checked_config(
-        path,
+    return hf.config(
         GptConfig,
         "GPT-2",
         vocabulary_size=hf["vocab_size"],
@@ -108,7 +97,7 @@ def gpt2_config_from_hf(path):
         intermediate_dim=hf["n_inner"] if hf["n_inner"] is not None else 4 * width,
         max_sequence_length=hf["n_positions"],
         dropout=hf["resid_pdrop"],
-        activation=activation(path, hf, "activation_function"),
+        activation=hf.activation("activation_function"),
         layer_norm_epsilon=hf["layer_norm_epsilon"],
         initializer_range=hf["initializer_range"],
     )

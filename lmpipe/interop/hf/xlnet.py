@@ -4,17 +4,7 @@ entry."""
 
 import pathlib
 
-from lmpipe.interop.hf.checkpoint import (
-    CONFIG_FILE,
-    HF_ACTIVATIONS,
-    WEIGHTS_FILE,
-    activation,
-    checked_config,
-    checkpoint_directory,
-    read_model_config,
-    read_tensors,
-    require,
-)
+from lmpipe.interop.hf.checkpoint import HF_ACTIVATIONS, read_checkpoint, read_model_config
 from lmpipe.interop.hf.family import HfFamily, TaskHeads
 from lmpipe.interop.hf.weights import (
     assign_entries,
@@ -70,9 +60,9 @@ def xlnet_from_pretrained(directory, **xlnet_arguments):
     Raises:
         ValueError: as `bert_from_pretrained`, naming the file and the field or weight.
     """
-    directory = checkpoint_directory(directory, "XLNet")
-    model = xlnet(xlnet_config_from_hf(directory / CONFIG_FILE), **xlnet_arguments)
-    _load_xlnet_weights(model, directory, read_tensors(directory / WEIGHTS_FILE))
+    config, tensors, path = read_checkpoint(directory, "XLNet", xlnet_config_from_hf)
+    model = xlnet(config, **xlnet_arguments)
+    _assign_xlnet_weights(model, config, tensors, path)
     return model
 
 
@@ -81,20 +71,18 @@ def load_xlnet_pretrainer_weights(pretrainer, directory):
     its two-stream network (see `xlnet_from_pretrained`) and, where the checkpoint has it
     (`XLNetLMHeadModel`), the LM head's bias `lm_loss.bias` (its weights are the tied word
     embedding). Returns whether the bias was loaded."""
-    directory = checkpoint_directory(directory, "XLNet")
-    tensors = read_tensors(directory / WEIGHTS_FILE)
-    _load_xlnet_weights(pretrainer.network, directory, tensors)
+    config, tensors, path = read_checkpoint(directory, "XLNet", xlnet_config_from_hf)
+    _assign_xlnet_weights(pretrainer.network, config, tensors, path)
     if "lm_loss.bias" not in tensors:
         return False
-    assign_entries([_lm_bias_entry(pretrainer)], tensors, directory / WEIGHTS_FILE)
+    assign_entries([_lm_bias_entry(pretrainer)], tensors, path)
     return True
 
 
-def _load_xlnet_weights(model, directory, tensors):
-    """Assign the XLNet checkpoint in `directory` (its `tensors`, already read) to `model`, an
-    `xlnet()` model of its config."""
-    config = xlnet_config_from_hf(directory / CONFIG_FILE)
-    weights = encoder_weights(tensors, "transformer.", directory / WEIGHTS_FILE)
+def _assign_xlnet_weights(model, config, tensors, path):
+    """Assign an XLNet checkpoint's `tensors` (read from `path`) to `model`, an `xlnet()`
+    model of its `config`."""
+    weights = encoder_weights(tensors, "transformer.", path)
     for kind in ("weight", "bias"):
         if f"{_SEQUENCE_SUMMARY}{kind}" in weights:
             weights[f"pooler.{kind}"] = weights.pop(f"{_SEQUENCE_SUMMARY}{kind}")
@@ -103,7 +91,7 @@ def _load_xlnet_weights(model, directory, tensors):
         entries = without(entries, "pooler.")
     if not any(layer.name == "mask_embedding" for layer in model.layers):
         weights.pop("mask_emb", None)
-    assign_weights(model, entries, weights, directory / WEIGHTS_FILE, keep=("pooler",))
+    assign_weights(model, entries, weights, path, keep=("pooler",))
 
 
 def _lm_bias_entry(pretrainer):
@@ -115,9 +103,7 @@ def xlnet_config_from_hf(path):
     """The `XLNetConfig` described by a Hugging Face XLNet `config.json` at `path`."""
     path = pathlib.Path(path)
     hf = read_model_config(path, "xlnet", "XLNet", "XLNet", _HF_XLNET_DEFAULTS)
-    require(
-        path,
-        hf,
+    hf.require(
         {"attn_type": "bi", "same_length": False},
         "lmpipe's XLNet is the bidirectional one of pretraining and fine-tuning",
     )
@@ -127,8 +113,7 @@ def xlnet_config_from_hf(path):
     # Negative (-1) means no clamping; any other value is XLNetConfig's to check.
     negative = isinstance(clamp_len, (int, float)) and not isinstance(clamp_len, bool)
     negative = negative and clamp_len < 0
-    return checked_config(
-        path,
+    return hf.config(
         XLNetConfig,
         "XLNet",
         vocabulary_size=hf["vocab_size"],
@@ -138,7 +123,7 @@ def xlnet_config_from_hf(path):
         intermediate_dim=hf["d_inner"],
         dropout=hf["dropout"],
         attention_dropout=hf["dropout"],
-        activation=activation(path, hf, "ff_activation"),
+        activation=hf.activation("ff_activation"),
         layer_norm_epsilon=hf["layer_norm_eps"],
         initializer_range=hf["initializer_range"],
         clamp_len=None if clamp_len is None or negative else clamp_len,
