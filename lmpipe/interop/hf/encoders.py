@@ -213,7 +213,7 @@ def _pretraining_head_entries(pretrainer, config, heads):
     return mlm_entries, pair_entries
 
 
-def _pretrainer_checkpoint(pretrainer, config):
+def _encoder_pretrainer_checkpoint(pretrainer, config):
     """`(architecture, entries)` of a `BertPretrainer` written as `BertForPreTraining` (or
     `BertForMaskedLM` without a pair head), an ALBERT one as `AlbertForPreTraining`
     (`AlbertForMaskedLM`)."""
@@ -274,7 +274,7 @@ def _encoder_config(hf, config_class, name, **fields):
     )
 
 
-def _hf_config(config, tokenizer=None):
+def _encoder_hf_config(config, tokenizer=None):
     """config.json's fields of `BertModel` (or `AlbertModel`) for `config`."""
     albert_config = isinstance(config, AlbertConfig)
     hf = {
@@ -372,10 +372,10 @@ BERT = HfFamily(
     prefix="bert.",
     config_from_hf=bert_config_from_hf,
     from_pretrained=bert_from_pretrained,
-    hf_config=_hf_config,
+    hf_config=_encoder_hf_config,
     model_entries=_bert_weight_map,
     weight_map=_bert_weight_map,
-    pretrainer_checkpoint=_pretrainer_checkpoint,
+    pretrainer_checkpoint=_encoder_pretrainer_checkpoint,
     task_heads=TaskHeads(head_fields=lambda dropout, sequence: {"classifier_dropout": dropout}),
 )
 
@@ -387,10 +387,10 @@ ALBERT = HfFamily(
     prefix="albert.",
     config_from_hf=albert_config_from_hf,
     from_pretrained=albert_from_pretrained,
-    hf_config=_hf_config,
+    hf_config=_encoder_hf_config,
     model_entries=_albert_weight_map,
     weight_map=_albert_weight_map,
-    pretrainer_checkpoint=_pretrainer_checkpoint,
+    pretrainer_checkpoint=_encoder_pretrainer_checkpoint,
     task_heads=TaskHeads(
         head_fields=lambda dropout, sequence: {"classifier_dropout_prob": dropout}
     ),

@@ -103,7 +103,7 @@ def gpt2_config_from_hf(path):
     )
 
 
-def _hf_config(config, tokenizer=None):
+def _gpt2_hf_config(config, tokenizer=None):
     """config.json's fields of `GPT2LMHeadModel` for `config` (the tokenizer's end token as
     the start and end of text)."""
     hf = {
@@ -203,7 +203,7 @@ def _gpt2_weight_map(model, config):
     return entries + layer_norm(model.final_layer_norm, "ln_f", h)
 
 
-def _model_entries(model, config):
+def _gpt2_model_entries(model, config):
     """`GPT2LMHeadModel`'s entries (its LM head is the tied token embedding)."""
     return prefixed(_gpt2_weight_map(model, config), "transformer.")
 
@@ -216,8 +216,8 @@ GPT2 = HfFamily(
     prefix="transformer.",
     config_from_hf=gpt2_config_from_hf,
     from_pretrained=gpt2_from_pretrained,
-    hf_config=_hf_config,
-    model_entries=_model_entries,
+    hf_config=_gpt2_hf_config,
+    model_entries=_gpt2_model_entries,
     weight_map=_gpt2_weight_map,
     stored_tensors=_fused_tensors,
 )

@@ -130,7 +130,7 @@ def xlnet_config_from_hf(path):
     )
 
 
-def _hf_config(config, tokenizer=None):
+def _xlnet_hf_config(config, tokenizer=None):
     """config.json's fields of `XLNetModel` for `config`."""
     return {
         "model_type": "xlnet",
@@ -188,12 +188,12 @@ def _xlnet_weight_map(model, config):
     return entries + linear(model.get_layer("pooler"), "pooler", h, h)
 
 
-def _model_entries(model, config):
+def _xlnet_model_entries(model, config):
     """`XLNetModel`'s entries: it has neither the pooler nor `mask_emb`."""
     return without(without(_xlnet_weight_map(model, config), "pooler."), "mask_emb")
 
 
-def _pretrainer_checkpoint(pretrainer, config):
+def _xlnet_pretrainer_checkpoint(pretrainer, config):
     """`(architecture, entries)` of an `XLNetPretrainer` written as `XLNetLMHeadModel`: the
     two-stream network (with `mask_emb`) and `lm_loss.bias` (its weights are the tied word
     embedding)."""
@@ -201,7 +201,7 @@ def _pretrainer_checkpoint(pretrainer, config):
     return "XLNetLMHeadModel", [*prefixed(entries, "transformer."), _lm_bias_entry(pretrainer)]
 
 
-def _head_fields(dropout, sequence):
+def _xlnet_head_fields(dropout, sequence):
     """A sequence classifier's pooler is its "last" summary with a tanh projection; a token or
     span model has no head dropout field."""
     if not sequence:
@@ -222,12 +222,12 @@ XLNET = HfFamily(
     prefix="transformer.",
     config_from_hf=xlnet_config_from_hf,
     from_pretrained=xlnet_from_pretrained,
-    hf_config=_hf_config,
-    model_entries=_model_entries,
+    hf_config=_xlnet_hf_config,
+    model_entries=_xlnet_model_entries,
     weight_map=_xlnet_weight_map,
-    pretrainer_checkpoint=_pretrainer_checkpoint,
+    pretrainer_checkpoint=_xlnet_pretrainer_checkpoint,
     task_heads=TaskHeads(
-        head_fields=_head_fields,
+        head_fields=_xlnet_head_fields,
         sequence_pooler=_SEQUENCE_SUMMARY,
         sequence_head="logits_proj",
         # The "Simple" span model: start and end logits from one Linear (its
