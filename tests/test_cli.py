@@ -642,7 +642,7 @@ def test_held_out_draws_documents_or_a_number_of_them_and_refuses_bad_values(cap
             held_out_documents(corpus, arguments)
 
 
-GPT2_FOLDER = pathlib.Path(__file__).parent / "models" / "fixtures" / "gpt2_tiny"
+GPT2_FOLDER = pathlib.Path(__file__).parent / "interop" / "hf" / "fixtures" / "gpt2_tiny"
 
 
 def test_gpt_learns_byte_level_bpe_and_reads_gpt2s_files(tmp_path):

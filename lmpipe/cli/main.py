@@ -365,7 +365,7 @@ def _model_config(kind, preset, tokenizer, seq_len):
 def _pretrained_pipeline(arguments):
     """The pipeline of `--pretrained`: a Hugging Face folder's tokenizer, configuration and
     weights, with the command's options (a ValueError naming what does not fit)."""
-    from lmpipe.interop.hf.pretrained import checkpoint_model_type
+    from lmpipe.interop.hf.checkpoint import checkpoint_model_type
     from lmpipe.pipelines import (
         AlbertPretraining,
         BertPretraining,

@@ -24,10 +24,10 @@ from lmpipe.datasets.examples.bert_examples import (
 )
 from lmpipe.datasets.examples.masking import MaskedLMMasker
 from lmpipe.datasets.examples.packing import cut_to_longest, min_sequence_length, pack_masked_texts
-from lmpipe.interop.hf.pretrained import (
+from lmpipe.interop.hf.checkpoint import checkpoint_model_type
+from lmpipe.interop.hf.encoders import (
     albert_config_from_hf,
     bert_config_from_hf,
-    checkpoint_model_type,
     load_pretrainer_weights,
 )
 from lmpipe.models.albert import AlbertConfig
@@ -264,7 +264,7 @@ class BertPretraining(EncoderPipeline):
         """Continue pretraining a Hugging Face BERT or ALBERT checkpoint folder: its tokenizer
         (`vocab.txt`, `spiece.model` or `tokenizer.json`), its configuration, and its weights
         in the model `fit` builds (the encoder, and the pretraining heads where the folder has
-        them: see `lmpipe.interop.hf.pretrained.load_pretrainer_weights`). `options` as the
+        them: see `lmpipe.interop.hf.encoders.load_pretrainer_weights`). `options` as the
         constructor's; a resumed run reads its checkpoint instead. The folder's `model_type`
         must be the class's ("bert" for `BertPretraining`, "albert" for `AlbertPretraining`)."""
         expected = "albert" if issubclass(cls, AlbertPretraining) else "bert"

@@ -9,12 +9,9 @@ import tensorflow as tf
 
 from lmpipe.arguments import check_positive_int
 from lmpipe.datasets.corpora.shuffling import by_epoch, window_shuffle
-from lmpipe.interop.hf.pretrained import (
-    albert_from_pretrained,
-    bert_from_pretrained,
-    checkpoint_model_type,
-    xlnet_from_pretrained,
-)
+from lmpipe.interop.hf.checkpoint import checkpoint_model_type
+from lmpipe.interop.hf.encoders import albert_from_pretrained, bert_from_pretrained
+from lmpipe.interop.hf.xlnet import xlnet_from_pretrained
 from lmpipe.pipelines.pipeline import EncoderPipeline
 from lmpipe.tokenizers.sentence_piece import SentencePieceTokenizer
 from lmpipe.tokenizers.wordpiece import WordPieceTokenizer
@@ -188,8 +185,9 @@ class FineTuningPipeline(EncoderPipeline):
         with `heads=False` the fine-tuned encoder alone (`BertModel`, `AlbertModel`,
         `XLNetModel`). A ValueError, before anything is written, names what Hugging Face's
         classes cannot express."""
-        from lmpipe.interop.hf.pretrained import save_pretrained
-        from lmpipe.interop.hf.tasks import encoder_config_of, save_task_pretrained
+        from lmpipe.interop.hf.encoder_layers import encoder_config_of
+        from lmpipe.interop.hf.tasks import save_task_pretrained
+        from lmpipe.interop.hf.writer import save_pretrained
 
         model = self.require_model()
         if heads is False:

@@ -8,11 +8,8 @@ import tensorflow as tf
 
 from lmpipe.arguments import check_number, check_positive_int, check_seed, check_texts
 from lmpipe.datasets.examples.causal_lm import causal_lm_examples, check_causal_sequence_length
-from lmpipe.interop.hf.pretrained import (
-    checkpoint_model_type,
-    gpt2_config_from_hf,
-    load_gpt2_weights,
-)
+from lmpipe.interop.hf.checkpoint import checkpoint_model_type
+from lmpipe.interop.hf.gpt2 import gpt2_config_from_hf, load_gpt2_weights
 from lmpipe.models.gpt import GptCausalLM, GptConfig
 from lmpipe.models.samplers import generate, sampler_for, traced_function
 from lmpipe.pipelines.pipeline import PipelineOptions, TokenizerPipeline, perplexity
@@ -169,7 +166,7 @@ class GptPretraining(LanguageModelPretraining):
         """Write the trained model and the tokenizer as a Hugging Face folder that
         `transformers` loads as `GPT2LMHeadModel` (see `lmpipe.interop.hf.save_pretrained`), and
         `from_pretrained` reads back."""
-        from lmpipe.interop.hf.pretrained import save_pretrained
+        from lmpipe.interop.hf.writer import save_pretrained
 
         save_pretrained(directory, self.require_model(), self.config, self.tokenizer)
 

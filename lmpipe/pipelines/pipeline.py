@@ -523,7 +523,7 @@ class EncoderPipeline(TokenizerPipeline):
         `AlbertForPreTraining` / `AlbertForMaskedLM` or `XLNetLMHeadModel`
         (`lmpipe.interop.hf.save_pretrainer`); without, the encoder alone, `BertModel`,
         `AlbertModel` or `XLNetModel` (`lmpipe.interop.hf.save_pretrained`)."""
-        from lmpipe.interop.hf.pretrained import save_pretrained, save_pretrainer
+        from lmpipe.interop.hf.writer import save_pretrained, save_pretrainer
 
         heads = self.pretraining_heads if heads is None else heads
         if heads and not self.pretraining_heads:

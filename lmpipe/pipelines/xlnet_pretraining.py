@@ -12,11 +12,8 @@ from lmpipe.datasets.examples.xlnet_examples import (
     special_ids,
     xlnet_examples,
 )
-from lmpipe.interop.hf.pretrained import (
-    checkpoint_model_type,
-    load_xlnet_pretrainer_weights,
-    xlnet_config_from_hf,
-)
+from lmpipe.interop.hf.checkpoint import checkpoint_model_type
+from lmpipe.interop.hf.xlnet import load_xlnet_pretrainer_weights, xlnet_config_from_hf
 from lmpipe.models.xlnet import XLNetConfig, check_memory_arguments
 from lmpipe.models.xlnet_pretrainer import XLNetPretrainer
 from lmpipe.pipelines.pipeline import EncoderPipeline, PipelineOptions
@@ -145,7 +142,7 @@ class XLNetPretraining(EncoderPipeline):
         """Continue pretraining a Hugging Face XLNet checkpoint folder: its SentencePiece
         tokenizer (`spiece.model` or `tokenizer.json`), its configuration, and its weights
         (and `lm_loss.bias` where it has one) in the model `fit` builds (see
-        `lmpipe.interop.hf.pretrained.load_xlnet_pretrainer_weights`). `options` as the
+        `lmpipe.interop.hf.xlnet.load_xlnet_pretrainer_weights`). `options` as the
         constructor's; a resumed run reads its checkpoint instead."""
         found = checkpoint_model_type(directory)
         if found != "xlnet":

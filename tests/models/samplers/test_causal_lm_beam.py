@@ -18,7 +18,7 @@ PENALTIES = {1.0: "average", 0.0: None}
 
 @pytest.fixture(scope="module")
 def model():
-    return gpt2_from_pretrained(FIXTURES / "gpt2_tiny")
+    return gpt2_from_pretrained(FIXTURES.parents[1] / "interop" / "hf" / "fixtures" / "gpt2_tiny")
 
 
 def case_settings(case):

@@ -17,11 +17,8 @@ from lmpipe.interop.hf import (
     save_pretrained,
     xlnet_from_pretrained,
 )
-from lmpipe.interop.hf.pretrained import (
-    albert_config_from_hf,
-    bert_config_from_hf,
-    xlnet_config_from_hf,
-)
+from lmpipe.interop.hf.encoders import albert_config_from_hf, bert_config_from_hf
+from lmpipe.interop.hf.xlnet import xlnet_config_from_hf
 from lmpipe.models import BertConfig, bert
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"

@@ -14,11 +14,12 @@ from safetensors.numpy import load_file, save_file
 from lmpipe.datasets import SentencePieceTokenizer, TextCorpus
 from lmpipe.datasets.examples.packing import pack_segments
 from lmpipe.interop.hf import xlnet_from_pretrained
-from lmpipe.interop.hf.pretrained import load_xlnet_pretrainer_weights, xlnet_config_from_hf
+from lmpipe.interop.hf.xlnet import load_xlnet_pretrainer_weights, xlnet_config_from_hf
 from lmpipe.models.xlnet_pretrainer import XLNetPretrainer
 from lmpipe.pipelines import XLNetPretraining
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+MODEL_FIXTURES = FIXTURES.parents[2] / "models" / "fixtures"
 CHECKPOINT = FIXTURES / "xlnet_tiny"
 INPUTS = ("token_ids", "segment_ids", "padding_mask")
 
@@ -105,9 +106,9 @@ def test_a_missing_weight_is_named(tmp_path):
 
 
 def test_the_pretrainer_loads_the_lm_head_and_matches_transformers_with_memory(tmp_path):
-    # The two-stream fixture of make_xlnet_reference.py (HF weights, perm_mask, memory),
-    # written as a checkpoint folder and read by the library's loader.
-    reference = dict(np.load(FIXTURES / "xlnet_reference.npz"))
+    # The two-stream fixture of tests/models/fixtures/make_xlnet_reference.py (HF weights,
+    # perm_mask, memory), written as a checkpoint folder and read by the library's loader.
+    reference = dict(np.load(MODEL_FIXTURES / "xlnet_reference.npz"))
     prefix = "weights/"
     weights = {k[len(prefix) :]: v for k, v in reference.items() if k.startswith(prefix)}
     save_file(
@@ -158,7 +159,7 @@ def test_a_folder_with_tokenizer_json_instead_of_spiece_model(tmp_path):
     # written from the same spiece.model).
     folder = tmp_path / "xlnet"
     shutil.copytree(CHECKPOINT, folder, ignore=shutil.ignore_patterns("spiece.model"))
-    written = FIXTURES.parent.parent / "datasets" / "fixtures" / "tokenizer_json" / "xlnet"
+    written = FIXTURES.parents[2] / "datasets" / "fixtures" / "tokenizer_json" / "xlnet"
     for file in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copyfile(written / file, folder / file)
     pipe = XLNetPretraining.from_pretrained(folder, seq_len=16, reuse_len=8)

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.models import task_folders
-from tests.models.task_folders import (
+from tests.interop.hf import task_folders
+from tests.interop.hf.task_folders import (
     CONTEXTS,
     GENRES,
     MODEL_CASES,

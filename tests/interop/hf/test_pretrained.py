@@ -365,7 +365,7 @@ def test_untrained_copy_is_the_same_architecture_with_new_weights():
 
 
 def test_bert_pretraining_continues_from_the_checkpoint(minilm_directory, minilm_outputs):
-    from lmpipe.interop.hf.pretrained import load_pretrainer_weights
+    from lmpipe.interop.hf.encoders import load_pretrainer_weights
     from lmpipe.pipelines import BertPretraining
 
     reference, outputs = minilm_outputs
