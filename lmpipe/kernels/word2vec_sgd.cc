@@ -10,16 +10,18 @@
 //   each context word's vector += e (undivided, as with cbow_mean=1)
 //
 // so a row used by many examples of a batch moves as it would in the reference. One thread
-// walks the batch: the result depends only on the inputs. Built and loaded by
-// lmpipe/kernels/__init__.py.
+// walks the batch, in the widest variant this CPU runs (instruction_set.h): the result depends
+// only on the inputs. Built and loaded by lmpipe/kernels/__init__.py.
 
 #include <cstring>
+#include <string>
 
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/resource_mgr.h"
 #include "tensorflow/core/framework/resource_var.h"
 #include "tensorflow/core/framework/shape_inference.h"
+#include "instruction_set.h"
 #include "word2vec_sgd_loop.h"
 
 namespace lmpipe {
@@ -42,6 +44,7 @@ REGISTER_OP("LmpipeWord2vecSgd")
     .Input("candidate_ids: int32")
     .Input("candidate_weights: float")
     .Input("learning_rate: float")
+    .Attr("instruction_set: {'auto', 'avx512', 'avx2', 'baseline'} = 'auto'")
     .Output("loss: double")
     .Output("examples: int64")
     .SetIsStateful()
@@ -60,8 +63,21 @@ input_mask: [P, C], 1 for a real context word; an empty tensor for skip-gram.
 candidate_ids: [P, K], the word to predict, then the noise words.
 candidate_weights: [P, K], 0 for a candidate to skip.
 learning_rate: scalar.
+instruction_set: the widest vector instructions to use (those this CPU has, at most these);
+  every choice gives the same result.
 loss: the summed loss of the examples, each before its own update.
 examples: the examples whose word to predict has a weight.
+)doc");
+
+REGISTER_OP("LmpipeWord2vecSgdInstructionSet")
+    .Attr("instruction_set: {'auto', 'avx512', 'avx2', 'baseline'} = 'auto'")
+    .Output("chosen: string")
+    .SetShapeFn([](shape_inference::InferenceContext* c) {
+      c->set_output(0, c->Scalar());
+      return absl::OkStatus();
+    })
+    .Doc(R"doc(
+The vector instructions LmpipeWord2vecSgd runs with on this CPU for `instruction_set`.
 )doc");
 
 namespace {
@@ -89,7 +105,11 @@ tensorflow::Status OwnedBuffer(OpKernelContext* ctx, Var* var, float** data) {
 
 class Word2vecSgdOp : public OpKernel {
  public:
-  explicit Word2vecSgdOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+  explicit Word2vecSgdOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    std::string instruction_set;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("instruction_set", &instruction_set));
+    instruction_set_ = ChooseInstructionSet(instruction_set.c_str());
+  }
 
   void Compute(OpKernelContext* ctx) override {
     tensorflow::core::RefCountPtr<Var> input_var, output_var;
@@ -157,7 +177,8 @@ class Word2vecSgdOp : public OpKernel {
 
     int64_t counted = 0;
     const double loss = Word2vecSgd(syn0, syn1, dim, ids, mask, contexts, candidates,
-                                    candidate_weights, examples, num_candidates, lr, &counted);
+                                    candidate_weights, examples, num_candidates, lr, &counted,
+                                    instruction_set_);
 
     Tensor* loss_out = nullptr;
     Tensor* examples_out = nullptr;
@@ -166,8 +187,32 @@ class Word2vecSgdOp : public OpKernel {
     loss_out->scalar<double>()() = loss;
     examples_out->scalar<int64_t>()() = counted;
   }
+
+ private:
+  InstructionSet instruction_set_;
 };
 
 REGISTER_KERNEL_BUILDER(Name("LmpipeWord2vecSgd").Device(DEVICE_CPU), Word2vecSgdOp);
+
+class Word2vecSgdInstructionSetOp : public OpKernel {
+ public:
+  explicit Word2vecSgdInstructionSetOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    std::string instruction_set;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("instruction_set", &instruction_set));
+    chosen_ = InstructionSetName(ChooseInstructionSet(instruction_set.c_str()));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    Tensor* chosen = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({}), &chosen));
+    chosen->scalar<::tensorflow::tstring>()() = chosen_;
+  }
+
+ private:
+  std::string chosen_;
+};
+
+REGISTER_KERNEL_BUILDER(Name("LmpipeWord2vecSgdInstructionSet").Device(DEVICE_CPU),
+                        Word2vecSgdInstructionSetOp);
 
 }  // namespace lmpipe
