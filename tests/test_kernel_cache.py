@@ -424,7 +424,7 @@ def test_kernels_build_builds_nothing_in_a_refused_cache(fake_toolchain, capsys)
     cache.mkdir(mode=0o700)
     cache.chmod(0o777)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
+        warnings.simplefilter("error")  # the line says it, no warning besides
         assert main(["kernels", "build"]) == 1
     assert capsys.readouterr().out.splitlines() == [
         f"cache: {cache} is writable by group and others (mode 777): nothing built (give it "

@@ -269,38 +269,68 @@ def test_word2vec_kernel_gives_the_same_bits_with_every_instruction_set(method):
         assert tables_and_loss[2] == baseline[2]
 
 
-@pytest.mark.skipif(
-    kernels.compiler() is None or shutil.which("objdump") is None or platform.machine() != "x86_64",
-    reason="needs a C++ compiler and objdump on x86-64",
-)
-@pytest.mark.parametrize("loop", ["dropout_mask_loop.cc", "word2vec_sgd_loop.cc"])
-def test_only_a_loops_avx_variants_hold_avx_instructions(tmp_path, loop):
-    """The loops are compiled without -march: the code outside the functions named for AVX2
-    and AVX-512 uses no 256- or 512-bit register, so it runs on any x86-64 CPU."""
+def compile_loop(loop, output, *flags, compiler=None):
+    """Compile the loop source `loop` as lmpipe builds it (plus `flags`) into `output`."""
     source = pathlib.Path(kernels.KERNEL_DIRECTORY) / loop
-    obj = tmp_path / "loop.o"
-    subprocess.run(
-        [kernels.compiler(), "-c", *kernels.LOOP_FLAGS, str(source), "-o", str(obj)], check=True
-    )
+    command = [compiler or kernels.compiler(), "-c", *kernels.LOOP_FLAGS, *flags, str(source)]
+    subprocess.run([*command, "-o", str(output)], check=True)
+
+
+def wide_registers(obj):
+    """{function: the 256- and 512-bit registers (ymm, zmm) it uses} of an object file."""
     listing = subprocess.run(
         ["objdump", "-d", "--no-show-raw-insn", "-C", str(obj)],
         capture_output=True,
         text=True,
         check=True,
     ).stdout
-    wide = {}  # function: its registers of 256 and 512 bits
-    function = None
+    wide, function = {}, None
     for line in listing.splitlines():
         header = re.match(r"^[0-9a-f]+ <(.*)>:$", line)
         if header:
             function = header.group(1)
+            wide[function] = set()
         elif function is not None:
-            for register in re.findall(r"%([yz]mm)\d+", line):
-                wide.setdefault(function, set()).add(register)
+            wide[function].update(re.findall(r"%([yz]mm)\d+", line))
+    return wide
+
+
+LOOPS = ["dropout_mask_loop.cc", "word2vec_sgd_loop.cc"]
+needs_x86_toolchain = pytest.mark.skipif(
+    kernels.compiler() is None or shutil.which("objdump") is None or platform.machine() != "x86_64",
+    reason="needs a C++ compiler and objdump on x86-64",
+)
+
+
+@needs_x86_toolchain
+@pytest.mark.parametrize("loop", LOOPS)
+def test_only_a_loops_avx_variants_hold_avx_instructions(tmp_path, loop):
+    """The loops are compiled without -march: the code outside the functions named for AVX2
+    and AVX-512 uses no 256- or 512-bit register, so it runs on any x86-64 CPU."""
+    compile_loop(loop, tmp_path / "loop.o")
+    wide = wide_registers(tmp_path / "loop.o")
     assert any("Avx512" in name and "zmm" in found for name, found in wide.items()), wide
     assert any("Avx2" in name and "ymm" in found for name, found in wide.items()), wide
-    baseline = {name for name in wide if "Avx512" not in name and "Avx2" not in name}
+    baseline = {name for name, found in wide.items() if found and "Avx" not in name}
     assert not baseline, baseline
+
+
+@needs_x86_toolchain
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_loop_builds_its_baseline_alone_as_on_other_architectures(tmp_path, loop):
+    compile_loop(loop, tmp_path / "loop.o", "-DLMPIPE_BASELINE_ONLY")
+    wide = wide_registers(tmp_path / "loop.o")
+    assert not any("Avx" in name or found for name, found in wide.items()), wide
+
+
+@pytest.mark.skipif(
+    shutil.which("aarch64-linux-gnu-g++") is None, reason="no aarch64 cross compiler"
+)
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_loop_builds_for_aarch64(tmp_path, loop):
+    compile_loop(loop, tmp_path / "loop.o", compiler="aarch64-linux-gnu-g++")
+    header = (tmp_path / "loop.o").read_bytes()[:20]
+    assert header[:4] == b"\x7fELF" and int.from_bytes(header[18:20], "little") == 183  # AArch64
 
 
 def test_the_cache_key_does_not_depend_on_the_cpu(monkeypatch, tmp_path):

@@ -72,13 +72,13 @@ KERNELS = {
     "word2vec_sgd": (
         ("word2vec_sgd.cc",),
         ("word2vec_sgd_loop.cc",),
-        ("word2vec_sgd_loop.h", "instruction_set.h"),
+        ("word2vec_sgd_loop.h", "instruction_set.h", "instruction_set_op.h"),
     ),
     "masked_lm": (("masked_lm.cc",), (), ("philox.h",)),
     "dropout_mask": (
         ("dropout_mask.cc",),
         ("dropout_mask_loop.cc",),
-        ("dropout_mask_loop.h", "instruction_set.h", "philox.h"),
+        ("dropout_mask_loop.h", "instruction_set.h", "instruction_set_op.h", "philox.h"),
     ),
 }
 # The Python function of each kernel's op in the module `tf.load_op_library` gives.

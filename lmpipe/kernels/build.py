@@ -6,6 +6,8 @@ is also loaded, as a run would. Nothing is built where the cache directory is re
 private temporary directory would vanish with this process): one line says why.
 """
 
+import warnings
+
 from lmpipe import kernels
 from lmpipe.kernels.cache import directory_problem
 
@@ -14,7 +16,10 @@ def build_all():
     """Build (or find cached) and load every kernel, print one line each; return the exit
     status: 0 where all are there, 1 where one failed."""
     configured = kernels.cache_directory()
-    if kernels.usable_cache_directory() != configured:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the line below says it
+        refused = kernels.usable_cache_directory() != configured
+    if refused:
         print(
             f"cache: {configured} {directory_problem(configured)}: nothing built (give it mode "
             "700 and your ownership, or point $LMPIPE_KERNEL_CACHE at a directory only you "

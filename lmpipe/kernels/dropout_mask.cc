@@ -15,10 +15,9 @@
 
 #include <cstdint>
 #include <cstring>
-#include <string>
 
 #include "dropout_mask_loop.h"
-#include "instruction_set.h"
+#include "instruction_set_op.h"
 #include "philox.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -44,7 +43,7 @@ REGISTER_OP("LmpipeDropoutMask")
     .Attr("bits: int")
     .Attr("T: {half, bfloat16, float, double}")
     .Attr("Tshape: {int32, int64}")
-    .Attr("instruction_set: {'auto', 'avx512', 'avx2', 'baseline'} = 'auto'")
+    .Attr(LMPIPE_INSTRUCTION_SET_ATTR)
     .Output("mask: T")
     .SetShapeFn([](shape_inference::InferenceContext* c) {
       shape_inference::ShapeHandle seed, scale, out;
@@ -67,16 +66,7 @@ instruction_set: the widest vector instructions to use (those this CPU has, at m
 mask: scale where kept, else 0.
 )doc");
 
-REGISTER_OP("LmpipeDropoutMaskInstructionSet")
-    .Attr("instruction_set: {'auto', 'avx512', 'avx2', 'baseline'} = 'auto'")
-    .Output("chosen: string")
-    .SetShapeFn([](shape_inference::InferenceContext* c) {
-      c->set_output(0, c->Scalar());
-      return absl::OkStatus();
-    })
-    .Doc(R"doc(
-The vector instructions LmpipeDropoutMask runs with on this CPU for `instruction_set`.
-)doc");
+LMPIPE_REGISTER_INSTRUCTION_SET_OP("LmpipeDropoutMaskInstructionSet", "LmpipeDropoutMask");
 
 namespace {
 
@@ -111,9 +101,7 @@ class DropoutMaskOp : public OpKernel {
     OP_REQUIRES(context, threshold <= (int64_t{1} << bits_),
                 errors::InvalidArgument("threshold ", threshold, " exceeds 2**", bits_));
     threshold_ = threshold;
-    std::string instruction_set;
-    OP_REQUIRES_OK(context, context->GetAttr("instruction_set", &instruction_set));
-    instruction_set_ = ChooseInstructionSet(instruction_set.c_str());
+    OP_REQUIRES_OK(context, GetInstructionSet(context, &instruction_set_));
   }
 
   void Compute(OpKernelContext* context) override {
@@ -163,27 +151,6 @@ class DropoutMaskOp : public OpKernel {
   int64_t threshold_;
   InstructionSet instruction_set_;
 };
-
-class DropoutMaskInstructionSetOp : public OpKernel {
- public:
-  explicit DropoutMaskInstructionSetOp(OpKernelConstruction* context) : OpKernel(context) {
-    std::string instruction_set;
-    OP_REQUIRES_OK(context, context->GetAttr("instruction_set", &instruction_set));
-    chosen_ = InstructionSetName(ChooseInstructionSet(instruction_set.c_str()));
-  }
-
-  void Compute(OpKernelContext* context) override {
-    Tensor* chosen = nullptr;
-    OP_REQUIRES_OK(context, context->allocate_output(0, TensorShape({}), &chosen));
-    chosen->scalar<::tensorflow::tstring>()() = chosen_;
-  }
-
- private:
-  std::string chosen_;
-};
-
-REGISTER_KERNEL_BUILDER(Name("LmpipeDropoutMaskInstructionSet").Device(DEVICE_CPU),
-                        DropoutMaskInstructionSetOp);
 
 #define REGISTER(T)                                          \
   REGISTER_KERNEL_BUILDER(Name("LmpipeDropoutMask")          \

@@ -13,7 +13,10 @@
 
 #include <cstring>
 
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+// -DLMPIPE_BASELINE_ONLY builds the baseline alone, as on other architectures (the tests build
+// that path so on x86-64 too).
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && \
+    !defined(LMPIPE_BASELINE_ONLY)
 #define LMPIPE_X86_VARIANTS 1
 // The extensions of each variant (AVX-512: x86-64-v4's, those of every AVX-512 CPU).
 #define LMPIPE_TARGET_AVX2 __attribute__((target("avx2")))

@@ -1,6 +1,7 @@
 """`lmpipe kernels status`: for each kernel, its cache entry, whether it loads here, and which
 way each of its callers computes on this machine."""
 
+import shutil
 import warnings
 
 import tensorflow as tf
@@ -84,7 +85,11 @@ def print_status():
             f"builds in {directory} (give it mode 700 and your ownership, or point "
             "$LMPIPE_KERNEL_CACHE at a directory only you can write)"
         )
-    print(f"compiler: {kernels.compiler() or 'none (set $CXX, or install g++)'}")
+    cxx = kernels.compiler()
+    if cxx is None:
+        print("compiler: none (set $CXX, or install g++)")
+    else:
+        print(f"compiler: {cxx}" + ("" if shutil.which(cxx) else " (not found: fix $CXX)"))
     for name in kernels.KERNELS:
         print("\n".join(kernel_status(name)))
     return 0

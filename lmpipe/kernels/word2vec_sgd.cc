@@ -14,14 +14,13 @@
 // only on the inputs. Built and loaded by lmpipe/kernels/__init__.py.
 
 #include <cstring>
-#include <string>
 
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/resource_mgr.h"
 #include "tensorflow/core/framework/resource_var.h"
 #include "tensorflow/core/framework/shape_inference.h"
-#include "instruction_set.h"
+#include "instruction_set_op.h"
 #include "word2vec_sgd_loop.h"
 
 namespace lmpipe {
@@ -44,7 +43,7 @@ REGISTER_OP("LmpipeWord2vecSgd")
     .Input("candidate_ids: int32")
     .Input("candidate_weights: float")
     .Input("learning_rate: float")
-    .Attr("instruction_set: {'auto', 'avx512', 'avx2', 'baseline'} = 'auto'")
+    .Attr(LMPIPE_INSTRUCTION_SET_ATTR)
     .Output("loss: double")
     .Output("examples: int64")
     .SetIsStateful()
@@ -69,16 +68,7 @@ loss: the summed loss of the examples, each before its own update.
 examples: the examples whose word to predict has a weight.
 )doc");
 
-REGISTER_OP("LmpipeWord2vecSgdInstructionSet")
-    .Attr("instruction_set: {'auto', 'avx512', 'avx2', 'baseline'} = 'auto'")
-    .Output("chosen: string")
-    .SetShapeFn([](shape_inference::InferenceContext* c) {
-      c->set_output(0, c->Scalar());
-      return absl::OkStatus();
-    })
-    .Doc(R"doc(
-The vector instructions LmpipeWord2vecSgd runs with on this CPU for `instruction_set`.
-)doc");
+LMPIPE_REGISTER_INSTRUCTION_SET_OP("LmpipeWord2vecSgdInstructionSet", "LmpipeWord2vecSgd");
 
 namespace {
 
@@ -106,9 +96,7 @@ tensorflow::Status OwnedBuffer(OpKernelContext* ctx, Var* var, float** data) {
 class Word2vecSgdOp : public OpKernel {
  public:
   explicit Word2vecSgdOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    std::string instruction_set;
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("instruction_set", &instruction_set));
-    instruction_set_ = ChooseInstructionSet(instruction_set.c_str());
+    OP_REQUIRES_OK(ctx, GetInstructionSet(ctx, &instruction_set_));
   }
 
   void Compute(OpKernelContext* ctx) override {
@@ -193,26 +181,5 @@ class Word2vecSgdOp : public OpKernel {
 };
 
 REGISTER_KERNEL_BUILDER(Name("LmpipeWord2vecSgd").Device(DEVICE_CPU), Word2vecSgdOp);
-
-class Word2vecSgdInstructionSetOp : public OpKernel {
- public:
-  explicit Word2vecSgdInstructionSetOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    std::string instruction_set;
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("instruction_set", &instruction_set));
-    chosen_ = InstructionSetName(ChooseInstructionSet(instruction_set.c_str()));
-  }
-
-  void Compute(OpKernelContext* ctx) override {
-    Tensor* chosen = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({}), &chosen));
-    chosen->scalar<::tensorflow::tstring>()() = chosen_;
-  }
-
- private:
-  std::string chosen_;
-};
-
-REGISTER_KERNEL_BUILDER(Name("LmpipeWord2vecSgdInstructionSet").Device(DEVICE_CPU),
-                        Word2vecSgdInstructionSetOp);
 
 }  // namespace lmpipe
