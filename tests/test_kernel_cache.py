@@ -331,6 +331,16 @@ def test_kernels_status_without_a_compiler(cache, monkeypatch, capsys):
     )
 
 
+def test_kernels_status_says_when_cxx_names_no_program(cache, monkeypatch, capsys):
+    from lmpipe.cli.main import main
+
+    monkeypatch.setenv("CXX", "lmpipe-test-no-such-compiler")
+    main(["kernels", "status"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == "compiler: lmpipe-test-no-such-compiler (not found: fix $CXX)"
+    assert "  MaskedLMMasker: TensorFlow's ops (the same masks, slower)" in lines
+
+
 @pytest.mark.parametrize("problem", ["another-user", "world-writable"])
 def test_kernels_status_says_in_one_line_why_the_cache_is_not_used(
     fake_toolchain, monkeypatch, capsys, problem
