@@ -347,3 +347,19 @@ def test_the_cache_key_does_not_depend_on_the_cpu(monkeypatch, tmp_path):
         assert kernels.cache_entry("dropout_mask").key not in keys
     finally:
         kernels._usable_directory.cache_clear()
+
+
+def test_every_kernel_source_ships_with_the_package():
+    """`pip install` copies the sources (it compiles nothing): each file a kernel's build
+    reads is in the package data setup.cfg declares."""
+    import configparser
+    import fnmatch
+
+    setup = configparser.ConfigParser()
+    setup.read(pathlib.Path(__file__).resolve().parents[1] / "setup.cfg")
+    patterns = [p.strip() for p in setup["options.package_data"]["lmpipe"].split(",")]
+    for name, parts in kernels.KERNELS.items():
+        for source in (file for files in parts for file in files):
+            assert (pathlib.Path(kernels.KERNEL_DIRECTORY) / source).is_file(), source
+            assert any(fnmatch.fnmatch(f"kernels/{source}", p) for p in patterns), (name, source)
+    assert "ext_modules" not in setup["options"]
