@@ -331,6 +331,119 @@ def test_kernels_status_without_a_compiler(cache, monkeypatch, capsys):
     )
 
 
+def test_kernels_status_says_when_cxx_names_no_program(cache, monkeypatch, capsys):
+    from lmpipe.cli.main import main
+
+    monkeypatch.setenv("CXX", "lmpipe-test-no-such-compiler")
+    main(["kernels", "status"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == "compiler: lmpipe-test-no-such-compiler (not found: fix $CXX)"
+    assert "  MaskedLMMasker: TensorFlow's ops (the same masks, slower)" in lines
+
+
+@pytest.mark.parametrize("problem", ["another-user", "world-writable"])
+def test_kernels_status_says_in_one_line_why_the_cache_is_not_used(
+    fake_toolchain, monkeypatch, capsys, problem
+):
+    from lmpipe.cli.main import main
+
+    cache = pathlib.Path(kernels.cache_directory())
+    cache.mkdir(mode=0o700)
+    if problem == "another-user":
+        owned_by_another_user(cache, monkeypatch)
+        why = r"is owned by user id \d+, not by the current user \(\d+\)"
+    else:
+        cache.chmod(0o777)
+        why = r"is writable by group and others \(mode 777\)"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the line says it, no warning besides
+        assert main(["kernels", "status"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert re.fullmatch(
+        rf"cache: {re.escape(str(cache))} refused: it {why}; this process builds in "
+        r"\S+lmpipe-kernels-\S+ \(give it mode 700 and your ownership, or point "
+        r"\$LMPIPE_KERNEL_CACHE at a directory only you can write\)",
+        lines[0],
+    ), lines[0]
+    assert not any(path.startswith(str(cache)) for path in fake_toolchain["load"])
+    assert "  loaded: yes (built now)" in lines  # in the private directory instead
+
+
+# `lmpipe kernels build`.
+
+
+def test_kernels_build_builds_each_kernel_then_finds_it_cached(fake_toolchain, capsys):
+    from lmpipe.cli.main import main
+
+    assert main(["kernels", "build"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [
+        f"{name}: built ({kernels.cache_entry(name).library})" for name in kernels.KERNELS
+    ]
+    assert fake_toolchain["link"] == len(kernels.KERNELS)
+    kernels._load_once.cache_clear()  # as a new process
+    assert main(["kernels", "build"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [
+        f"{name}: cached ({kernels.cache_entry(name).library})" for name in kernels.KERNELS
+    ]
+    assert fake_toolchain["link"] == len(kernels.KERNELS)
+
+
+def test_kernels_build_without_a_compiler_fails_saying_why(cache, monkeypatch, capsys):
+    from lmpipe.cli.main import main
+
+    monkeypatch.setattr(kernels, "compiler", lambda: None)
+    assert main(["kernels", "build"]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        f"{name}: failed: no C++ compiler found (set $CXX, or install g++)"
+        for name in kernels.KERNELS
+    ]
+
+
+def test_kernels_build_shows_the_compilers_errors_under_the_kernel(
+    fake_toolchain, monkeypatch, capsys
+):
+    from lmpipe.cli.main import main
+
+    compile_as_the_fake_does = kernels._run
+
+    def fail(command):
+        if "masked_lm.cc" in " ".join(command):
+            raise kernels.KernelUnavailableError("`c++ -c ...` failed:\nmasked_lm.cc:1: error: x")
+        return compile_as_the_fake_does(command)
+
+    monkeypatch.setattr(kernels, "_run", fail)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        assert main(["kernels", "build"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    failed = lines.index("masked_lm: failed: `c++ -c ...` failed:")
+    assert lines[failed + 1] == "    masked_lm.cc:1: error: x"
+    assert [line.split(" (")[0] for line in lines if not line.startswith(" ")] == [
+        "word2vec_sgd: built",
+        "masked_lm: failed: `c++ -c ...` failed:",
+        "dropout_mask: built",
+    ]
+
+
+def test_kernels_build_builds_nothing_in_a_refused_cache(fake_toolchain, capsys):
+    from lmpipe.cli.main import main
+
+    cache = pathlib.Path(kernels.cache_directory())
+    cache.mkdir(mode=0o700)
+    cache.chmod(0o777)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the line says it, no warning besides
+        assert main(["kernels", "build"]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        f"cache: {cache} is writable by group and others (mode 777): nothing built (give it "
+        "mode 700 and your ownership, or point $LMPIPE_KERNEL_CACHE at a directory only you "
+        "can write)"
+    ]
+    assert fake_toolchain["link"] == 0
+
+
 # The build lock.
 
 

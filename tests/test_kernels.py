@@ -1,6 +1,11 @@
 """lmpipe's compiled kernels: the word2vec SGD op against the reference algorithm, its errors,
 and what happens where a kernel cannot be built."""
 
+import pathlib
+import platform
+import re
+import shutil
+import subprocess
 import threading
 
 import numpy as np
@@ -175,3 +180,186 @@ def test_sequential_update_runs_on_one_device_only():
 def test_update_must_be_one_of_the_three():
     with pytest.raises(ValueError, match=r"`update` must be one of .*'sequential'.*got 'hogwild'"):
         Word2Vec(update="hogwild")
+
+
+# One build for every CPU: baseline, AVX2 and AVX-512 code in one library, chosen when it runs.
+
+INSTRUCTION_SETS = ["baseline", "avx2", "avx512"]
+
+
+def widest_instruction_set():
+    """The widest variant this CPU runs, as the kernels choose it (from /proc/cpuinfo)."""
+    flags = kernels.cpu_flags()
+    if {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= flags:
+        return "avx512"
+    return "avx2" if "avx2" in flags else "baseline"
+
+
+def expected_instruction_set(cap):
+    widest = widest_instruction_set()
+    return min(cap, widest, key=INSTRUCTION_SETS.index)
+
+
+@needs_compiler
+@pytest.mark.parametrize("instruction_set", INSTRUCTION_SETS)
+@pytest.mark.parametrize(
+    "shape, rate, dtype, seed",
+    [
+        ((4, 130, 67), 0.1, "float32", (5, 9)),  # sharded across threads, ragged chunks
+        ((1001, 3), 0.3, "bfloat16", (-1, 2**31 - 1)),  # 16-bit elements, odd count
+        ((129,), 1e-4, "float64", (2**31 - 1, -(2**31))),  # 32-bit words, 64-bit elements
+        ((3,), 0.5, "float16", (0, 0)),  # fewer elements than one Philox block
+    ],
+)
+def test_every_instruction_set_gives_the_ops_dropout_mask(
+    shape, rate, dtype, seed, instruction_set
+):
+    from lmpipe.layers.dropout import _comparison, scaled_keep_mask
+
+    module = kernels.load_kernel("dropout_mask")
+    chosen = module.lmpipe_dropout_mask_instruction_set(instruction_set=instruction_set)
+    assert chosen.numpy().decode() == expected_instruction_set(instruction_set)
+    seed = tf.constant(seed, tf.int32)
+    bits, threshold = _comparison(rate)
+    scale = tf.cast(1.0 / (1.0 - rate), dtype)
+    compiled = module.lmpipe_dropout_mask(
+        tf.constant(shape, tf.int32),
+        seed,
+        scale,
+        threshold=threshold,
+        bits=bits,
+        instruction_set=instruction_set,
+    )
+    with kernels.ops_only():
+        reference = scaled_keep_mask(tf.constant(shape, tf.int32), rate, seed, dtype)
+    np.testing.assert_array_equal(
+        tf.bitcast(compiled, tf.uint8).numpy(), tf.bitcast(reference, tf.uint8).numpy()
+    )
+
+
+@needs_compiler
+@pytest.mark.parametrize("method", ["skipgram", "cbow"])
+def test_word2vec_kernel_gives_the_same_bits_with_every_instruction_set(method):
+    module = kernels.load_kernel("word2vec_sgd")
+    rng = np.random.default_rng(7)
+    syn0 = rng.normal(0, 0.3, (12, 53)).astype(np.float32)  # 53: vector lanes and a remainder
+    syn1 = rng.normal(0, 0.3, (12, 53)).astype(np.float32)
+    features = random_batch(rng, method)
+    results = {}
+    for instruction_set in INSTRUCTION_SETS:
+        chosen = module.lmpipe_word2vec_sgd_instruction_set(instruction_set=instruction_set)
+        assert chosen.numpy().decode() == expected_instruction_set(instruction_set)
+        input_table, output_table = tf.Variable(syn0), tf.Variable(syn1)
+        loss, _ = module.lmpipe_word2vec_sgd(
+            input_table.handle,
+            output_table.handle,
+            features["input_ids"],
+            features.get("input_mask", np.zeros([0], np.float32)),
+            features["candidate_ids"],
+            features["candidate_weights"],
+            0.4,
+            instruction_set=instruction_set,
+        )
+        results[instruction_set] = (input_table.numpy(), output_table.numpy(), float(loss))
+    baseline = results.pop("baseline")
+    assert np.abs(baseline[1] - syn1).max() > 0.05  # it learned something
+    for tables_and_loss in results.values():
+        np.testing.assert_array_equal(tables_and_loss[0], baseline[0])
+        np.testing.assert_array_equal(tables_and_loss[1], baseline[1])
+        assert tables_and_loss[2] == baseline[2]
+
+
+def compile_loop(loop, output, *flags, compiler=None):
+    """Compile the loop source `loop` as lmpipe builds it (plus `flags`) into `output`."""
+    source = pathlib.Path(kernels.KERNEL_DIRECTORY) / loop
+    command = [compiler or kernels.compiler(), "-c", *kernels.LOOP_FLAGS, *flags, str(source)]
+    subprocess.run([*command, "-o", str(output)], check=True)
+
+
+def wide_registers(obj):
+    """{function: the 256- and 512-bit registers (ymm, zmm) it uses} of an object file."""
+    listing = subprocess.run(
+        ["objdump", "-d", "--no-show-raw-insn", "-C", str(obj)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    wide, function = {}, None
+    for line in listing.splitlines():
+        header = re.match(r"^[0-9a-f]+ <(.*)>:$", line)
+        if header:
+            function = header.group(1)
+            wide[function] = set()
+        elif function is not None:
+            wide[function].update(re.findall(r"%([yz]mm)\d+", line))
+    return wide
+
+
+LOOPS = ["dropout_mask_loop.cc", "word2vec_sgd_loop.cc"]
+needs_x86_toolchain = pytest.mark.skipif(
+    kernels.compiler() is None or shutil.which("objdump") is None or platform.machine() != "x86_64",
+    reason="needs a C++ compiler and objdump on x86-64",
+)
+
+
+@needs_x86_toolchain
+@pytest.mark.parametrize("loop", LOOPS)
+def test_only_a_loops_avx_variants_hold_avx_instructions(tmp_path, loop):
+    """The loops are compiled without -march: the code outside the functions named for AVX2
+    and AVX-512 uses no 256- or 512-bit register, so it runs on any x86-64 CPU."""
+    compile_loop(loop, tmp_path / "loop.o")
+    wide = wide_registers(tmp_path / "loop.o")
+    assert any("Avx512" in name and "zmm" in found for name, found in wide.items()), wide
+    assert any("Avx2" in name and "ymm" in found for name, found in wide.items()), wide
+    baseline = {name for name, found in wide.items() if found and "Avx" not in name}
+    assert not baseline, baseline
+
+
+@needs_x86_toolchain
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_loop_builds_its_baseline_alone_as_on_other_architectures(tmp_path, loop):
+    compile_loop(loop, tmp_path / "loop.o", "-DLMPIPE_BASELINE_ONLY")
+    wide = wide_registers(tmp_path / "loop.o")
+    assert not any("Avx" in name or found for name, found in wide.items()), wide
+
+
+@pytest.mark.skipif(
+    shutil.which("aarch64-linux-gnu-g++") is None, reason="no aarch64 cross compiler"
+)
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_loop_builds_for_aarch64(tmp_path, loop):
+    compile_loop(loop, tmp_path / "loop.o", compiler="aarch64-linux-gnu-g++")
+    header = (tmp_path / "loop.o").read_bytes()[:20]
+    assert header[:4] == b"\x7fELF" and int.from_bytes(header[18:20], "little") == 183  # AArch64
+
+
+def test_the_cache_key_does_not_depend_on_the_cpu(monkeypatch, tmp_path):
+    monkeypatch.setenv("LMPIPE_KERNEL_CACHE", str(tmp_path))
+    monkeypatch.setenv("CXX", "lmpipe-test-fake-compiler")  # not on the PATH: no --version run
+    kernels._usable_directory.cache_clear()
+    try:
+        keys = set()
+        for flags in (frozenset(), frozenset({"sse2"}), frozenset({"avx2", "avx512f"})):
+            monkeypatch.setattr(kernels, "cpu_flags", lambda flags=flags: flags)
+            keys.add(kernels.cache_entry("dropout_mask").key)
+        assert len(keys) == 1
+        monkeypatch.setattr(platform, "machine", lambda: "aarch64")  # another architecture
+        assert kernels.cache_entry("dropout_mask").key not in keys
+    finally:
+        kernels._usable_directory.cache_clear()
+
+
+def test_every_kernel_source_ships_with_the_package():
+    """`pip install` copies the sources (it compiles nothing): each file a kernel's build
+    reads is in the package data setup.cfg declares."""
+    import configparser
+    import fnmatch
+
+    setup = configparser.ConfigParser()
+    setup.read(pathlib.Path(__file__).resolve().parents[1] / "setup.cfg")
+    patterns = [p.strip() for p in setup["options.package_data"]["lmpipe"].split(",")]
+    for name, parts in kernels.KERNELS.items():
+        for source in (file for files in parts for file in files):
+            assert (pathlib.Path(kernels.KERNEL_DIRECTORY) / source).is_file(), source
+            assert any(fnmatch.fnmatch(f"kernels/{source}", p) for p in patterns), (name, source)
+    assert "ext_modules" not in setup["options"]

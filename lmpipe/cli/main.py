@@ -2101,16 +2101,18 @@ def build_parser():
     summarize.add_argument("model", choices=list(PRESETS))
     summarize.add_argument("--preset", default=None, help="default: base (gpt and elmo: small)")
     summarize.set_defaults(run=_summarize)
-    status = commands.add_parser("kernels", parents=[common], help="show lmpipe's C++ kernels")
-    status.add_argument("action", choices=["status"], help="cache, build, load, who uses them")
+    status = commands.add_parser("kernels", parents=[common], help="lmpipe's C++ kernels")
+    status.add_argument(
+        "action", choices=["status", "build"], help="status: cache, load, use; build: all now"
+    )
     status.set_defaults(run=_kernels)
     return parser
 
 
 def _kernels(arguments):
-    from lmpipe.kernels.status import print_status
+    from lmpipe.kernels import build, status
 
-    return print_status()
+    return build.build_all() if arguments.action == "build" else status.print_status()
 
 
 def _resolve_pretrain_flags(arguments, argv):

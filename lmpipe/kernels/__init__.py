@@ -1,14 +1,23 @@
-"""lmpipe's own TensorFlow kernels, compiled for this machine on first use.
+"""lmpipe's own TensorFlow kernels, compiled on a machine once, on first use or on request.
 
-A kernel is C++ source shipped in this package. `load_kernel` compiles it with the C++
-compiler (`$CXX`, else `c++`, `g++` or `clang++`) against the installed TensorFlow's
-headers, keeps the library in a cache directory (`$LMPIPE_KERNEL_CACHE`, else
+A kernel is C++ source shipped in this package: installing lmpipe compiles nothing and needs
+no compiler (`pip install` copies the sources). `load_kernel` compiles a kernel the first time
+a process needs it, or `lmpipe kernels build` (`lmpipe.kernels.build`) compiles them all
+ahead, with the C++ compiler (`$CXX`, else `c++`, `g++` or `clang++`) against the installed
+TensorFlow's headers; the library is kept in a cache directory (`$LMPIPE_KERNEL_CACHE`, else
 `$XDG_CACHE_HOME/lmpipe/kernels`, else `~/.cache/lmpipe/kernels`) under a name that changes
-with the sources, TensorFlow, the compiler and the CPU's instruction sets, and loads it with
-`tf.load_op_library`. The first use on a machine takes a few seconds; later ones load the
-cached library. Where there is no compiler, or compiling fails, it raises
+with the sources, TensorFlow's version and flags, the compiler and the architecture, and
+loaded with `tf.load_op_library`. The first build takes a few seconds a kernel; later uses
+load the cached library. Where there is no compiler, or compiling fails, it raises
 `KernelUnavailableError` with the reason, and the callers use their TensorFlow-ops
 equivalent.
+
+One build serves every CPU of its architecture: nothing is compiled for the building CPU
+(no `-march=native`). The loops (`*_loop.cc`) are compiled for the architecture's baseline
+with AVX2 and AVX-512 variants of their hot functions beside it on x86-64 (the compilers'
+`target` attribute; `instruction_set.h`), and the op picks the widest variant the CPU runs
+when it runs; elsewhere (aarch64) only the baseline is built. Every variant gives the same
+bits. So a library can be built once and copied to other machines (a prebuilt cache).
 
 The cache is guarded as `lmpipe.kernels.cache` describes: it is created private (0700); a
 cache directory that another user owns or that group or others may write is not used (a
@@ -24,9 +33,14 @@ which need not have the kernel), and where the kernel cannot be built (with a wa
 why, once). Which way each caller goes, and why, is logged once a process at the DEBUG level
 (logger `lmpipe.kernels`); `lmpipe kernels status` shows it for this machine.
 
-The loops are compiled apart from TensorFlow's headers (`*_loop.cc`, with `-march=native`:
-the vector instructions of this CPU) from the op's registration (with TensorFlow's flags only:
-its Eigen headers do not build with every instruction set gcc knows).
+The kernels include only TensorFlow's framework headers, those its pip package ships for
+custom ops (`tensorflow/core/framework/`: op.h, op_kernel.h, shape_inference.h; tensor_util.h
+for a shape input; resource_mgr.h and resource_var.h for word2vec's update of resource
+variables in place, which no other header offers). Their Philox generator is lmpipe's own
+(`philox.h`, with the published constants of Salmon et al. 2011), so that no TensorFlow kernel
+or random-library internals are compiled in. The loops are compiled apart from TensorFlow's
+headers (its Eigen headers do not build with every instruction set gcc knows), the ops with
+TensorFlow's flags.
 """
 
 import atexit
@@ -53,11 +67,19 @@ from lmpipe.kernels.cache import (
 )
 
 KERNEL_DIRECTORY = os.path.dirname(os.path.abspath(__file__))
-# name: (sources compiled with TensorFlow's flags, loops compiled for the CPU, headers)
+# name: (sources compiled with TensorFlow's flags, loops compiled apart, headers)
 KERNELS = {
-    "word2vec_sgd": (("word2vec_sgd.cc",), ("word2vec_sgd_loop.cc",), ("word2vec_sgd_loop.h",)),
-    "masked_lm": (("masked_lm.cc",), (), ()),
-    "dropout_mask": (("dropout_mask.cc",), ("dropout_mask_loop.cc",), ("dropout_mask_loop.h",)),
+    "word2vec_sgd": (
+        ("word2vec_sgd.cc",),
+        ("word2vec_sgd_loop.cc",),
+        ("word2vec_sgd_loop.h", "instruction_set.h", "instruction_set_op.h"),
+    ),
+    "masked_lm": (("masked_lm.cc",), (), ("philox.h",)),
+    "dropout_mask": (
+        ("dropout_mask.cc",),
+        ("dropout_mask_loop.cc",),
+        ("dropout_mask_loop.h", "instruction_set.h", "instruction_set_op.h", "philox.h"),
+    ),
 }
 # The Python function of each kernel's op in the module `tf.load_op_library` gives.
 OPS = {
@@ -66,7 +88,9 @@ OPS = {
     "dropout_mask": "lmpipe_dropout_mask",
 }
 _OPS_ONLY = threading.local()
-LOOP_FLAGS = ("-O3", "-march=native", "-std=c++17", "-fPIC")
+# No -march: the loops carry their own AVX2 and AVX-512 variants (instruction_set.h), and
+# contracting a multiply and an add into one rounding would make those variants differ.
+LOOP_FLAGS = ("-O3", "-std=c++17", "-fPIC", "-ffp-contract=off")
 OP_FLAGS = ("-O2", "-fPIC", "-w")
 logger = logging.getLogger(__name__)
 
@@ -177,7 +201,8 @@ def _load_once(name):
 
 def cache_entry(name):
     """The `lmpipe.kernels.cache.CacheEntry` of kernel `name` for this machine's compiler,
-    TensorFlow and CPU, in the cache directory this process uses (creating it).
+    TensorFlow and architecture (not its CPU: one build serves every CPU of it), in the cache
+    directory this process uses (creating it).
 
     Raises:
         KernelUnavailableError: no C++ compiler, or it does not say its version.
@@ -188,7 +213,7 @@ def cache_entry(name):
         raise KernelUnavailableError("no C++ compiler found (set $CXX, or install g++)")
     key = hashlib.sha256()
     version = _run([cxx, "--version"]).splitlines()[0] if shutil.which(cxx) else cxx
-    machine = sorted(cpu_flags()) or platform.processor() + platform.machine()
+    machine = platform.machine()
     compile_flags, link_flags = tf.sysconfig.get_compile_flags(), tf.sysconfig.get_link_flags()
     for part in (tf.__version__, version, machine, tuple(compile_flags), tuple(link_flags)):
         key.update(repr(part).encode())

@@ -9,19 +9,20 @@
 //             word j
 //   mask[j] = scale where bits(j) >= threshold, else 0
 //
-// The words come from a vectorized Philox (dropout_mask_loop.cc), the op's range split across
-// the CPU's threads. Built and loaded by lmpipe/kernels/__init__.py.
+// The words come from a vectorized Philox (dropout_mask_loop.cc, in the widest variant this
+// CPU runs: instruction_set.h), the op's range split across the CPU's threads. Built and
+// loaded by lmpipe/kernels/__init__.py.
 
 #include <cstdint>
 #include <cstring>
 
 #include "dropout_mask_loop.h"
+#include "instruction_set_op.h"
+#include "philox.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/framework/tensor_util.h"
-#include "tensorflow/core/lib/random/philox_random.h"
-#include "tensorflow/core/util/work_sharder.h"
 
 namespace lmpipe {
 
@@ -42,6 +43,7 @@ REGISTER_OP("LmpipeDropoutMask")
     .Attr("bits: int")
     .Attr("T: {half, bfloat16, float, double}")
     .Attr("Tshape: {int32, int64}")
+    .Attr(LMPIPE_INSTRUCTION_SET_ATTR)
     .Output("mask: T")
     .SetShapeFn([](shape_inference::InferenceContext* c) {
       shape_inference::ShapeHandle seed, scale, out;
@@ -59,28 +61,27 @@ seed: [2] the stateless seed, as tf.random.stateless_uniform takes it.
 scale: 1 / (1 - rate) in the mask's dtype.
 threshold: an element is kept where its random bits are >= threshold.
 bits: 16 (two elements a Philox word) or 32 (one).
+instruction_set: the widest vector instructions to use (those this CPU has, at most these);
+  every choice gives the same mask.
 mask: scale where kept, else 0.
 )doc");
 
+LMPIPE_REGISTER_INSTRUCTION_SET_OP("LmpipeDropoutMaskInstructionSet", "LmpipeDropoutMask");
+
 namespace {
 
-using ::tensorflow::random::PhiloxRandom;
+// The key TensorFlow's stateless random ops scramble a seed with (the value is TensorFlow's
+// choice, not Philox's: tf.random.stateless_* streams follow from it, so the mask's must too).
+constexpr uint64_t kSeedScrambleKey = 0x02461e293ec8f720;
 
 // The key and counter that StatelessRandomGetKeyCounter gives an int32 seed: the seed pair
-// (each sign-extended to 64 bits) as a counter under a fixed key, one Philox block of which
-// is the stream's key (its words 0 and 1) and counter (words 2 and 3 above two zero words).
+// (each sign-extended to 64 bits) as a counter under kSeedScrambleKey, one Philox block of
+// which is the stream's key (its words 0 and 1) and counter (words 2 and 3 above two zeros).
 void KeyAndCounter(int32_t seed0, int32_t seed1, uint32_t key[2], uint32_t counter[4]) {
-  const uint64_t wide0 = static_cast<uint64_t>(static_cast<int64_t>(seed0));
-  const uint64_t wide1 = static_cast<uint64_t>(static_cast<int64_t>(seed1));
-  PhiloxRandom::Key scramble_key;
-  scramble_key[0] = 0x3ec8f720;
-  scramble_key[1] = 0x02461e29;
-  PhiloxRandom::ResultType seeds;
-  seeds[0] = static_cast<uint32_t>(wide0);
-  seeds[1] = static_cast<uint32_t>(wide0 >> 32);
-  seeds[2] = static_cast<uint32_t>(wide1);
-  seeds[3] = static_cast<uint32_t>(wide1 >> 32);
-  const auto mix = PhiloxRandom(seeds, scramble_key)();
+  const uint64_t seeds[2] = {static_cast<uint64_t>(static_cast<int64_t>(seed0)),
+                             static_cast<uint64_t>(static_cast<int64_t>(seed1))};
+  uint32_t mix[4];
+  philox::Generator(seeds, kSeedScrambleKey).Next(mix);
   key[0] = mix[0];
   key[1] = mix[1];
   counter[0] = counter[1] = 0;
@@ -100,6 +101,7 @@ class DropoutMaskOp : public OpKernel {
     OP_REQUIRES(context, threshold <= (int64_t{1} << bits_),
                 errors::InvalidArgument("threshold ", threshold, " exceeds 2**", bits_));
     threshold_ = threshold;
+    OP_REQUIRES_OK(context, GetInstructionSet(context, &instruction_set_));
   }
 
   void Compute(OpKernelContext* context) override {
@@ -130,22 +132,24 @@ class DropoutMaskOp : public OpKernel {
     char* out = reinterpret_cast<char*>(mask->flat<T>().data());
     const int bits = bits_;
     const uint32_t threshold = static_cast<uint32_t>(threshold_);
+    const InstructionSet instruction_set = instruction_set_;
     // Units of 128 elements: whole Philox blocks in either width.
     constexpr int64_t kUnit = 128;
     const auto work = [&](int64_t begin, int64_t end) {
       const int64_t first = begin * kUnit;
       const int64_t count = std::min(end * kUnit, size) - first;
       DropoutMaskLoop(key, counter, bits, threshold, sizeof(T), keep, first, count,
-                      out + first * sizeof(T));
+                      out + first * sizeof(T), instruction_set);
     };
-    const auto* threads = context->device()->tensorflow_cpu_worker_threads();
-    ::tensorflow::Shard(threads->num_threads, threads->workers, (size + kUnit - 1) / kUnit,
-                        /*cost_per_unit=*/kUnit * 40, work);
+    // Every unit's words follow from its position alone: any split gives the same mask.
+    context->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
+        (size + kUnit - 1) / kUnit, /*cost_per_unit=*/kUnit * 40, work);
   }
 
  private:
   int bits_;
   int64_t threshold_;
+  InstructionSet instruction_set_;
 };
 
 #define REGISTER(T)                                          \

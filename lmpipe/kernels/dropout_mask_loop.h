@@ -1,10 +1,12 @@
-// The loop of lmpipe's dropout mask (dropout_mask.cc), compiled for this CPU's vector
-// instructions apart from TensorFlow's headers.
+// The loop of lmpipe's dropout mask (dropout_mask.cc), compiled apart from TensorFlow's
+// headers, in baseline, AVX2 and AVX-512 variants (instruction_set.h).
 
 #ifndef LMPIPE_KERNELS_DROPOUT_MASK_LOOP_H_
 #define LMPIPE_KERNELS_DROPOUT_MASK_LOOP_H_
 
 #include <cstdint>
+
+#include "instruction_set.h"
 
 namespace lmpipe {
 
@@ -14,10 +16,12 @@ namespace lmpipe {
 // of that stream: with 16, the half j % 2 of word j / 2, the low half first (a little-endian
 // bitcast to uint16); with 32, word j. It keeps the element (writes `keep`, `width` bytes)
 // where those bits are >= threshold, else writes zero bytes. Writes elements
-// [first, first + size) of the mask to `out` (which points at element `first`).
+// [first, first + size) of the mask to `out` (which points at element `first`), with the
+// variant `instruction_set` (which the CPU must run: see ChooseInstructionSet). Every
+// variant writes the same bits.
 void DropoutMaskLoop(const uint32_t key[2], const uint32_t counter[4], int bits,
                      uint32_t threshold, int width, uint64_t keep, int64_t first, int64_t size,
-                     void* out);
+                     void* out, InstructionSet instruction_set);
 
 }  // namespace lmpipe
 

@@ -1,9 +1,9 @@
 // BERT's and ALBERT's masked-LM masking of a batch in one op: the random draws, selection and
 // corruption that lmpipe.datasets.MaskedLMMasker otherwise computes with TensorFlow's ops
 // (Philox, comparisons, top_k or argsort, cumulative sums, segment sums, a while loop over
-// rounds of whole words, gathers, a scatter). The draws are TensorFlow's (its Philox
-// generator and distributions, from its headers, keyed as the masker's `_RandomStreams` keys
-// them), so the outputs are the same bytes. Per row:
+// rounds of whole words, gathers, a scatter). The draws are TensorFlow's (the Philox generator
+// of philox.h, which TensorFlow's stateless ops run, and their distributions, keyed as the
+// masker's `_RandomStreams` keys them), so the outputs are the same bytes. Per row:
 //
 //   maskable        = positions whose id is not special
 //   num_to_predict  = min(round_half_even(num_tokens * selection_rate) clipped to [1, P],
@@ -32,12 +32,10 @@
 #include <limits>
 #include <vector>
 
+#include "philox.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
-#include "tensorflow/core/kernels/random_ops_util.h"
-#include "tensorflow/core/lib/random/philox_random.h"
-#include "tensorflow/core/lib/random/random_distributions.h"
 
 namespace lmpipe {
 
@@ -100,25 +98,24 @@ mask_weights: [B, P] 1 for a selected slot, else 0.
 
 namespace {
 
-using ::tensorflow::random::PhiloxRandom;
-
 // A stream of TensorFlow's StatelessRandomUniformIntV2 over [0, 2**31 - 1) with Philox: the
 // values from the counter (stream << 32, counter_high) under `key`, in order.
 class UniformInts {
  public:
   UniformInts(uint64_t key, uint64_t stream, uint64_t counter_high) {
     const uint64_t counter[2] = {stream << 32, counter_high};
-    base_ = ::tensorflow::GetPhiloxRandomFromCounterKeyMem(counter, &key);
+    base_ = philox::Generator(counter, key);
   }
 
   // Values [first, first + size) of the stream into `out`.
   void Fill(int64_t first, int64_t size, int32_t* out) const {
-    constexpr int64_t kGroup = PhiloxRandom::kResultElementCount;
-    PhiloxRandom generator = base_;
+    constexpr int64_t kGroup = 4;  // words a Philox block
+    philox::Generator generator = base_;
     generator.Skip(static_cast<uint64_t>(first / kGroup));
     int64_t skipped = first % kGroup;
+    uint32_t words[kGroup];
     for (int64_t written = 0; written < size; skipped = 0) {
-      const auto words = generator();
+      generator.Next(words);
       for (int64_t i = skipped; i < kGroup && written < size; ++i) {
         out[written++] = Modulo(words[i]);
       }
@@ -135,7 +132,7 @@ class UniformInts {
     return static_cast<int32_t>(value);
   }
 
-  PhiloxRandom base_;
+  philox::Generator base_;
 };
 
 }  // namespace
@@ -213,14 +210,15 @@ class MaskedLmOp : public OpKernel {
     std::fill(weights, weights + batch * predictions, 0.0f);
 
     // The seed scrambled into a Philox key and the counter's high word, as TensorFlow's
-    // stateless ops do (StatelessRandomUniformFullIntV2, uint64, two values).
+    // stateless ops do (StatelessRandomUniformFullIntV2, uint64, two values: words 0 and 1,
+    // then 2 and 3, of one block, the low word first).
     const auto seed_values = seed.flat<int64_t>();
     const uint64_t seed_counter[2] = {static_cast<uint64_t>(seed_values(0)),
                                       static_cast<uint64_t>(seed_values(1))};
-    PhiloxRandom scramble =
-        ::tensorflow::GetPhiloxRandomFromCounterKeyMem(seed_counter, &scramble_key_);
-    const auto mixed =
-        ::tensorflow::random::UniformFullIntDistribution<PhiloxRandom, uint64_t>()(&scramble);
+    uint32_t block[4];
+    philox::Generator(seed_counter, scramble_key_).Next(block);
+    const uint64_t mixed[2] = {block[0] | static_cast<uint64_t>(block[1]) << 32,
+                               block[2] | static_cast<uint64_t>(block[3]) << 32};
     const bool units = whole_word_ || !ngram_thresholds_.empty();
     // The [B, S] select and span draws are read a row at a time, as far as the row needs them.
     const Streams streams{UniformInts(mixed[0], select_stream_, mixed[1]),

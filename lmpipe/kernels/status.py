@@ -1,9 +1,13 @@
 """`lmpipe kernels status`: for each kernel, its cache entry, whether it loads here, and which
 way each of its callers computes on this machine."""
 
+import shutil
+import warnings
+
 import tensorflow as tf
 
 from lmpipe import kernels
+from lmpipe.kernels.cache import directory_problem
 
 # What each kernel's callers do with it, and without it.
 _CALLERS = {
@@ -22,6 +26,13 @@ _CALLERS = {
         "update='sequential' (the default on one device) runs on it",
         "update='auto' trains with 'batched'; update='sequential' is an error",
     ),
+}
+
+
+# The op of each kernel with vector variants that says which one runs on this CPU.
+_INSTRUCTION_SET_OPS = {
+    "dropout_mask": "lmpipe_dropout_mask_instruction_set",
+    "word2vec_sgd": "lmpipe_word2vec_sgd_instruction_set",
 }
 
 
@@ -51,16 +62,34 @@ def kernel_status(name):
     if name == "dropout_mask" and tf.config.list_physical_devices("GPU"):
         with_kernel = without = "TensorFlow's ops (the op runs on CPUs; this machine has GPUs)"
     lines.append(f"  {caller}: {with_kernel if loaded else without}")
+    chosen = getattr(module, _INSTRUCTION_SET_OPS.get(name, ""), None)
+    if chosen is not None:
+        lines.append(
+            f"  instructions: {chosen().numpy().decode()} (the widest of the library's "
+            "baseline, avx2 and avx512 code this CPU runs)"
+        )
     return lines
 
 
 def print_status():
     """Print the cache directory and `kernel_status` of every kernel; return 0."""
     configured = kernels.cache_directory()
-    directory = kernels.usable_cache_directory()
-    where = "private" if directory == configured else f"not private, using {directory}"
-    print(f"cache: {configured} ({where}; $LMPIPE_KERNEL_CACHE sets it)")
-    print(f"compiler: {kernels.compiler() or 'none (set $CXX, or install g++)'}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the cache's line says it
+        directory = kernels.usable_cache_directory()
+    if directory == configured:
+        print(f"cache: {configured} (private; $LMPIPE_KERNEL_CACHE sets it)")
+    else:
+        print(
+            f"cache: {configured} refused: it {directory_problem(configured)}; this process "
+            f"builds in {directory} (give it mode 700 and your ownership, or point "
+            "$LMPIPE_KERNEL_CACHE at a directory only you can write)"
+        )
+    cxx = kernels.compiler()
+    if cxx is None:
+        print("compiler: none (set $CXX, or install g++)")
+    else:
+        print(f"compiler: {cxx}" + ("" if shutil.which(cxx) else " (not found: fix $CXX)"))
     for name in kernels.KERNELS:
         print("\n".join(kernel_status(name)))
     return 0

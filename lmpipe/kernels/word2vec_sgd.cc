@@ -10,8 +10,8 @@
 //   each context word's vector += e (undivided, as with cbow_mean=1)
 //
 // so a row used by many examples of a batch moves as it would in the reference. One thread
-// walks the batch: the result depends only on the inputs. Built and loaded by
-// lmpipe/kernels/__init__.py.
+// walks the batch, in the widest variant this CPU runs (instruction_set.h): the result depends
+// only on the inputs. Built and loaded by lmpipe/kernels/__init__.py.
 
 #include <cstring>
 
@@ -20,6 +20,7 @@
 #include "tensorflow/core/framework/resource_mgr.h"
 #include "tensorflow/core/framework/resource_var.h"
 #include "tensorflow/core/framework/shape_inference.h"
+#include "instruction_set_op.h"
 #include "word2vec_sgd_loop.h"
 
 namespace lmpipe {
@@ -42,6 +43,7 @@ REGISTER_OP("LmpipeWord2vecSgd")
     .Input("candidate_ids: int32")
     .Input("candidate_weights: float")
     .Input("learning_rate: float")
+    .Attr(LMPIPE_INSTRUCTION_SET_ATTR)
     .Output("loss: double")
     .Output("examples: int64")
     .SetIsStateful()
@@ -60,9 +62,13 @@ input_mask: [P, C], 1 for a real context word; an empty tensor for skip-gram.
 candidate_ids: [P, K], the word to predict, then the noise words.
 candidate_weights: [P, K], 0 for a candidate to skip.
 learning_rate: scalar.
+instruction_set: the widest vector instructions to use (those this CPU has, at most these);
+  every choice gives the same result.
 loss: the summed loss of the examples, each before its own update.
 examples: the examples whose word to predict has a weight.
 )doc");
+
+LMPIPE_REGISTER_INSTRUCTION_SET_OP("LmpipeWord2vecSgdInstructionSet", "LmpipeWord2vecSgd");
 
 namespace {
 
@@ -89,7 +95,9 @@ tensorflow::Status OwnedBuffer(OpKernelContext* ctx, Var* var, float** data) {
 
 class Word2vecSgdOp : public OpKernel {
  public:
-  explicit Word2vecSgdOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+  explicit Word2vecSgdOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, GetInstructionSet(ctx, &instruction_set_));
+  }
 
   void Compute(OpKernelContext* ctx) override {
     tensorflow::core::RefCountPtr<Var> input_var, output_var;
@@ -157,7 +165,8 @@ class Word2vecSgdOp : public OpKernel {
 
     int64_t counted = 0;
     const double loss = Word2vecSgd(syn0, syn1, dim, ids, mask, contexts, candidates,
-                                    candidate_weights, examples, num_candidates, lr, &counted);
+                                    candidate_weights, examples, num_candidates, lr, &counted,
+                                    instruction_set_);
 
     Tensor* loss_out = nullptr;
     Tensor* examples_out = nullptr;
@@ -166,6 +175,9 @@ class Word2vecSgdOp : public OpKernel {
     loss_out->scalar<double>()() = loss;
     examples_out->scalar<int64_t>()() = counted;
   }
+
+ private:
+  InstructionSet instruction_set_;
 };
 
 REGISTER_KERNEL_BUILDER(Name("LmpipeWord2vecSgd").Device(DEVICE_CPU), Word2vecSgdOp);

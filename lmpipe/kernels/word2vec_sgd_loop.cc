@@ -1,4 +1,6 @@
-// The loop of lmpipe's word2vec SGD op: see word2vec_sgd.cc and word2vec_sgd_loop.h.
+// The loop of lmpipe's word2vec SGD op: see word2vec_sgd.cc and word2vec_sgd_loop.h. It is
+// compiled once for each variant of instruction_set.h; built without contracting a multiply
+// and an add into one rounding (-ffp-contract=off), every variant gives the same bits.
 
 #include "word2vec_sgd_loop.h"
 
@@ -32,11 +34,9 @@ inline double Softplus(double x) {
   return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
 }
 
-}  // namespace
-
-double Word2vecSgd(float* syn0, float* syn1, int dim, const int32_t* ids, const float* mask,
-                   int64_t contexts, const int32_t* candidates, const float* candidate_weights,
-                   int64_t examples, int64_t num_candidates, float lr, int64_t* counted) {
+inline double Sgd(float* syn0, float* syn1, int dim, const int32_t* ids, const float* mask,
+                  int64_t contexts, const int32_t* candidates, const float* candidate_weights,
+                  int64_t examples, int64_t num_candidates, float lr, int64_t* counted) {
   const bool cbow = mask != nullptr;
   std::vector<float> hidden(dim), error(dim);
   double loss = 0;
@@ -88,6 +88,46 @@ double Word2vecSgd(float* syn0, float* syn1, int dim, const int32_t* ids, const 
   }
 
   return loss;
+}
+
+// The whole loop inlined into one function for each wider variant (`flatten`), so that it is
+// vectorized with that variant's instructions and shares no code with the baseline path.
+#if LMPIPE_X86_VARIANTS
+LMPIPE_TARGET_AVX512 __attribute__((flatten)) double SgdAvx512(
+    float* syn0, float* syn1, int dim, const int32_t* ids, const float* mask, int64_t contexts,
+    const int32_t* candidates, const float* candidate_weights, int64_t examples,
+    int64_t num_candidates, float lr, int64_t* counted) {
+  return Sgd(syn0, syn1, dim, ids, mask, contexts, candidates, candidate_weights, examples,
+             num_candidates, lr, counted);
+}
+
+LMPIPE_TARGET_AVX2 __attribute__((flatten)) double SgdAvx2(
+    float* syn0, float* syn1, int dim, const int32_t* ids, const float* mask, int64_t contexts,
+    const int32_t* candidates, const float* candidate_weights, int64_t examples,
+    int64_t num_candidates, float lr, int64_t* counted) {
+  return Sgd(syn0, syn1, dim, ids, mask, contexts, candidates, candidate_weights, examples,
+             num_candidates, lr, counted);
+}
+#endif
+
+}  // namespace
+
+double Word2vecSgd(float* syn0, float* syn1, int dim, const int32_t* ids, const float* mask,
+                   int64_t contexts, const int32_t* candidates, const float* candidate_weights,
+                   int64_t examples, int64_t num_candidates, float lr, int64_t* counted,
+                   InstructionSet instruction_set) {
+#if LMPIPE_X86_VARIANTS
+  if (instruction_set == InstructionSet::kAvx512) {
+    return SgdAvx512(syn0, syn1, dim, ids, mask, contexts, candidates, candidate_weights,
+                     examples, num_candidates, lr, counted);
+  }
+  if (instruction_set == InstructionSet::kAvx2) {
+    return SgdAvx2(syn0, syn1, dim, ids, mask, contexts, candidates, candidate_weights,
+                   examples, num_candidates, lr, counted);
+  }
+#endif
+  return Sgd(syn0, syn1, dim, ids, mask, contexts, candidates, candidate_weights, examples,
+             num_candidates, lr, counted);
 }
 
 }  // namespace lmpipe
