@@ -10,7 +10,7 @@ bytes gives the text back exactly.
 All of it is TensorFlow's own graph ops (a regex replace and split, a hash table, one
 `tf.while_loop` over a batch's distinct words), which tf.data and TF Serving run. Ids equal
 openai's encoder.py, transformers' GPT2Tokenizer and AutoTokenizer on the tests' fixture of
-texts chosen to break it (see tests/datasets/fixtures/make_byte_pair_reference.py).
+texts chosen to break it (see tests/tokenizers/fixtures/make_byte_pair_reference.py).
 "<|endoftext|>" written in a text is the end-of-text id, as Hugging Face makes it.
 
 Learning a vocabulary (`BytePairTokenizer.train`, `lmpipe.tokenizers.byte_pair_trainer`) uses
