@@ -1,8 +1,8 @@
 """lmpipe: pretrain and fine-tune language models with Keras 3 and TensorFlow, end to end.
 
-The subpackages (`lmpipe.datasets`, `lmpipe.layers`, `lmpipe.models`, `lmpipe.pipelines`)
-load on first use, so that `import lmpipe` and the `lmpipe` command's `--help` do not start
-TensorFlow.
+The subpackages (`lmpipe.datasets`, `lmpipe.layers`, `lmpipe.models`, `lmpipe.pipelines`,
+`lmpipe.tokenizers`) load on first use, so that `import lmpipe` and the `lmpipe` command's
+`--help` do not start TensorFlow.
 """
 
 import importlib
@@ -14,7 +14,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 # The one place the version is written: setup.cfg reads it (`version = attr: ...`).
 __version__ = "0.1.0"
-__all__ = ["datasets", "layers", "models", "pipelines"]
+__all__ = ["datasets", "layers", "models", "pipelines", "tokenizers"]
 
 
 def __getattr__(name):

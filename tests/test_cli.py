@@ -180,7 +180,7 @@ def test_albert_and_xlnet_learn_sentence_piece_models_and_a_vocab_file_says_whic
     )
     from lmpipe.datasets import SentencePieceTokenizer, TextCorpus, WordPieceTokenizer
 
-    spiece = pathlib.Path(__file__).parent / "datasets/fixtures/sentence_piece_xlnet.model"
+    spiece = pathlib.Path(__file__).parent / "tokenizers/fixtures/sentence_piece_xlnet.model"
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(VOCABULARY) + "\n")
 

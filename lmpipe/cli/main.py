@@ -189,7 +189,7 @@ def _new_tokenizer(arguments, corpus):
     """The tokenizer of `--pretrained` or `--vocab`, or one of `--tokenizer`'s kind learned
     from `corpus`."""
     from lmpipe.datasets import BytePairTokenizer, SentencePieceTokenizer, WordPieceTokenizer
-    from lmpipe.tokenizers.tokenizer import pretrained_tokenizer
+    from lmpipe.tokenizers.registry import pretrained_tokenizer
 
     if arguments.pretrained:
         return pretrained_tokenizer(arguments.pretrained)

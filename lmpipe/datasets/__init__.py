@@ -1,4 +1,5 @@
-"""tf.data building blocks of lmpipe: corpora, tokenizers and pretraining transforms."""
+"""tf.data building blocks of lmpipe: corpora, pretraining examples, labelled files and bundled
+data; the tokenizers (whose home is `lmpipe.tokenizers`) are handed on under their old names."""
 
 from lmpipe.datasets.bundled.labelled_text import LabelledSplits, shakespeare_genres
 from lmpipe.datasets.bundled.shakespeare_names import TaggedSplits, shakespeare_names
@@ -24,9 +25,10 @@ from lmpipe.datasets.labelled.squad import SpanExamples, read_squad, span_exampl
 from lmpipe.datasets.labelled.tagged_files import TaggedSentences, read_tagged
 from lmpipe.datasets.labelled.word_pieces import pack_words, split_text_words
 from lmpipe.tokenizers.byte_pair import BytePairTokenizer
+from lmpipe.tokenizers.registry import load_tokenizer
 from lmpipe.tokenizers.sentence_piece import SentencePieceTokenizer
 from lmpipe.tokenizers.token_characters import token_characters
-from lmpipe.tokenizers.tokenizer import Tokenizer, load_tokenizer
+from lmpipe.tokenizers.tokenizer import Tokenizer
 from lmpipe.tokenizers.wordpiece import WordPieceTokenizer
 
 __all__ = [

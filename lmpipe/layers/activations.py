@@ -10,7 +10,7 @@ The exact GELU, `x Phi(x)`, has its derivative written out, `Phi(x) + x phi(x)` 
 normal density), where autodiff would differentiate each op of the formula: forward and
 backward over a BERT-mini layer's 32 x 128 x 1024 activations take 25% less time in float32
 and 13% less in bfloat16. Under XLA, which fuses Keras' ops into one pass itself (and is slower
-with the written-out derivative), it is Keras' GELU (see `lmpipe.layers.xla_context`).
+with the written-out derivative), it is Keras' GELU (see `lmpipe.backend.compiling_with_xla`).
 
 Outside XLA, a tensor of 2**20 elements or more (static shapes: BERT-mini's 32 x 128 x 1024
 FFN activations have 4M) goes through the same formulas XLA-compiled on their own, forward
@@ -25,7 +25,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from lmpipe.layers.xla_context import compiling_with_xla
+from lmpipe.backend import compiling_with_xla
 
 _LOW_PRECISION = ("bfloat16", "float16")
 

@@ -23,8 +23,8 @@ machines, inside `lmpipe.kernels.ops_only()` and where the kernel cannot be buil
 import keras
 import tensorflow as tf
 
+from lmpipe.backend import compiling_with_xla
 from lmpipe.kernels import note_path, optional_kernel
-from lmpipe.layers.xla_context import compiling_with_xla
 
 _HALF_WORD = 2**16
 # Below this rate a 16-bit comparison would round the rate by more than 3% of itself.

@@ -20,7 +20,7 @@ import threading
 import tensorflow as tf
 from keras import ops
 
-from lmpipe.layers.xla_context import compiling_with_xla
+from lmpipe.backend import compiling_with_xla
 
 # Set by `accumulated_totals` in the thread of one replica (MirroredStrategy runs each
 # replica's step in a thread of its own).
@@ -121,7 +121,7 @@ def sparse_cross_entropy(targets, logits):
     and never underflows: `loss = (z_max - z_target) - log p_max`.
 
     Under XLA, which fuses TensorFlow's op well, it is TensorFlow's op (faster there, see
-    `lmpipe.layers.xla_context`).
+    `lmpipe.backend.compiling_with_xla`).
 
     Targets of shape `[..., 1]` against logits `[..., V]` are read as `[...]`, as Keras does.
     A target outside `[0, V)` is an error on the CPU without XLA (the gather's) and a NaN loss

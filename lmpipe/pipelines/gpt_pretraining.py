@@ -140,7 +140,7 @@ class GptPretraining(LanguageModelPretraining):
         `save_pretrained` wrote from a WordPiece or SentencePiece GPT, or the folder's
         `tokenizer.json` where it has none of those (transformers 5). `options` as the
         constructor's; `seq_len` must fit the checkpoint's `n_positions`."""
-        from lmpipe.tokenizers.tokenizer import pretrained_tokenizer
+        from lmpipe.tokenizers.registry import pretrained_tokenizer
 
         found = checkpoint_model_type(directory)
         if found != "gpt2":

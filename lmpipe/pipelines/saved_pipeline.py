@@ -14,7 +14,7 @@ import keras
 import tensorflow as tf
 
 from lmpipe.serving import directory_swap
-from lmpipe.tokenizers.tokenizer import load_tokenizer
+from lmpipe.tokenizers.registry import load_tokenizer
 
 PIPELINE_FILE = "pipeline.json"
 MODEL_FILE = "model.keras"

@@ -10,11 +10,11 @@ bytes gives the text back exactly.
 All of it is TensorFlow's own graph ops (a regex replace and split, a hash table, one
 `tf.while_loop` over a batch's distinct words), which tf.data and TF Serving run. Ids equal
 openai's encoder.py, transformers' GPT2Tokenizer and AutoTokenizer on the tests' fixture of
-texts chosen to break it (see tests/datasets/fixtures/make_byte_pair_reference.py).
+texts chosen to break it (see tests/tokenizers/fixtures/make_byte_pair_reference.py).
 "<|endoftext|>" written in a text is the end-of-text id, as Hugging Face makes it.
 
-Learning a vocabulary (`BytePairTokenizer.train`) uses Hugging Face's `tokenizers` library
-with GPT-2's byte-level pre-tokenizer.
+Learning a vocabulary (`BytePairTokenizer.train`, `lmpipe.tokenizers.byte_pair_trainer`) uses
+Hugging Face's `tokenizers` library with GPT-2's byte-level pre-tokenizer.
 """
 
 import json
@@ -24,12 +24,10 @@ import tempfile
 
 import tensorflow as tf
 
-from lmpipe.arguments import check_positive_int
 from lmpipe.tokenizers.byte_pair_merging import BytePairMerger, byte_characters, token_bytes
 from lmpipe.tokenizers.byte_pair_split import split_words
 from lmpipe.tokenizers.tokenizer import HF_TOKENIZER_CONFIG, Tokenizer, read_json
 from lmpipe.tokenizers.tokenizer_json import byte_pair_file, has_tokenizer_file
-from lmpipe.tokenizers.wordpiece_trainer import corpus_texts
 
 VOCABULARY_FILE = "vocab.json"
 """Token -> id, as GPT-2's checkpoint folders hold it."""
@@ -240,30 +238,16 @@ class BytePairTokenizer(Tokenizer):
             min_frequency: the fewest occurrences of a pair for it to be merged.
             add_prefix_space: as the constructor's.
         """
-        from tokenizers import Tokenizer as Trainable
-        from tokenizers import models, pre_tokenizers, trainers
-
-        check_positive_int("vocab_size", vocab_size)
-        check_positive_int("min_frequency", min_frequency)
-        if vocab_size < MIN_VOCABULARY:
-            raise ValueError(
-                f"`vocab_size`={vocab_size} is too small: byte-level BPE needs the end token "
-                f"and 256 byte pieces, and at least one merge ({MIN_VOCABULARY})."
-            )
-        model = Trainable(models.BPE())
-        model.pre_tokenizer = pre_tokenizers.ByteLevel(
-            add_prefix_space=add_prefix_space, use_regex=True
-        )
-        trainer = trainers.BpeTrainer(
-            vocab_size=vocab_size,
-            min_frequency=min_frequency,
-            special_tokens=[END_OF_TEXT],
-            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-            show_progress=False,
-        )
-        model.train_from_iterator(_training_texts(corpus), trainer)
+        # The learner (lmpipe.tokenizers.byte_pair_trainer) imports this module, not the
+        # reverse; it writes GPT-2's two files, which this class reads.
         with tempfile.TemporaryDirectory() as folder:
-            model.model.save(folder)
+            cls.learner()(
+                corpus,
+                folder,
+                vocab_size=vocab_size,
+                min_frequency=min_frequency,
+                add_prefix_space=add_prefix_space,
+            )
             return cls.from_files(
                 os.path.join(folder, VOCABULARY_FILE),
                 os.path.join(folder, MERGES_FILE),
@@ -288,6 +272,10 @@ class BytePairTokenizer(Tokenizer):
         return self._add_prefix_space
 
     # ------------------------------------------------------------------ implementation
+
+    def piece_text(self, token, starts_word):
+        """`token` without its byte-level space ("Ġ")."""
+        return token.removeprefix("Ġ")
 
     def tokenize_documents(self, documents):
         """Token ids of documents of sentences, `[D, (sentences)]` -> `[D, (sentences),
@@ -423,14 +411,3 @@ def _hf_settings(folder):
     if not isinstance(eos, str):
         raise ValueError(f"{path}: `eos_token` must be a string, got {eos!r}.")
     return {"add_prefix_space": prefix, "eos_token": eos}
-
-
-def _training_texts(corpus):
-    """The texts to learn merges from: a corpus's documents as their sentences joined by
-    spaces (as `tokenize_documents` reads them), else each text of `corpus`."""
-    if callable(getattr(corpus, "iter_documents", None)):
-        return (" ".join(document) for document in corpus.iter_documents())
-    texts = corpus_texts(corpus)
-    if isinstance(texts, tf.data.Dataset):
-        return (text.decode("utf-8") for text in texts.as_numpy_iterator())
-    return texts

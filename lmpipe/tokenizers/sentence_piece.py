@@ -28,10 +28,7 @@ import unicodedata
 import tensorflow as tf
 import tensorflow_text as text
 
-from lmpipe.tokenizers.tokenizer import (
-    Tokenizer,
-    hf_tokenizer_settings,
-)
+from lmpipe.tokenizers.tokenizer import Tokenizer, hf_tokenizer_settings
 from lmpipe.tokenizers.tokenizer_json import has_tokenizer_file, sentence_piece_file
 
 MODEL_FILE = "spiece.model"
@@ -233,13 +230,14 @@ class SentencePieceTokenizer(Tokenizer):
             batch_size: texts prepared per graph call.
             seed: the sampling seed.
         """
-        from lmpipe.tokenizers.sentence_piece_trainer import learn_model
-
-        model = learn_model(
+        # The learner (lmpipe.tokenizers.sentence_piece_trainer) imports this module, not the
+        # reverse.
+        model = cls.learner()(
             corpus,
             vocab_size=vocab_size,
             model_type=model_type,
-            prepare=lambda texts: prepare(texts, lower_case, keep_accents),
+            lower_case=lower_case,
+            keep_accents=keep_accents,
             layout=layout,
             character_coverage=character_coverage,
             max_sentences=max_sentences,
@@ -261,6 +259,10 @@ class SentencePieceTokenizer(Tokenizer):
         return self._model
 
     # ------------------------------------------------------------------ implementation
+
+    def piece_text(self, token, starts_word):
+        """`token` without its "▁"."""
+        return token.removeprefix(WORD_START)
 
     def _tokenize_batch(self, texts):
         return self._tokenizer.tokenize(prepare(texts, self.lower_case, self.keep_accents))

@@ -8,7 +8,8 @@ import numpy as np
 import tensorflow as tf
 
 from lmpipe.arguments import check_choice, check_number, check_positive_int, check_seed
-from lmpipe.tokenizers.wordpiece_trainer import corpus_batches
+from lmpipe.tokenizers.sentence_piece import prepare
+from lmpipe.tokenizers.training_texts import corpus_batches
 
 LAYOUTS = {
     # ALBERT's spiece.model: <pad> <unk> [CLS] [SEP] [MASK] at ids 0-4.
@@ -47,15 +48,17 @@ def learn_model(
     corpus,
     vocab_size,
     model_type,
-    prepare,
+    lower_case,
+    keep_accents,
     layout,
     character_coverage,
     max_sentences,
     batch_size,
     seed,
 ):
-    """The serialized SentencePiece model learned from `corpus`'s texts after `prepare` (graph
-    ops on `[N]` strings); see `SentencePieceTokenizer.train` for the arguments."""
+    """The serialized SentencePiece model learned from `corpus`'s texts, prepared as the
+    tokenizer prepares them (`lower_case`, `keep_accents`); see `SentencePieceTokenizer.train`
+    for the arguments."""
     check_choice("model_type", model_type, ("unigram", "bpe"))
     check_choice("layout", layout, tuple(LAYOUTS))
     check_number("vocab_size", vocab_size, integer=True)
@@ -70,7 +73,7 @@ def learn_model(
     check_positive_int("batch_size", batch_size)
     check_seed(seed)
 
-    texts = _prepared_texts(corpus, prepare, batch_size)
+    texts = _prepared_texts(corpus, lower_case, keep_accents, batch_size)
     if not texts:
         raise ValueError("The corpus is empty: it has no text to learn a SentencePiece model from.")
     if len(texts) > max_sentences:  # a seeded sample, in corpus order
@@ -100,12 +103,13 @@ def learn_model(
     return writer.getvalue()
 
 
-def _prepared_texts(corpus, prepare, batch_size):
-    """The corpus's non-empty texts after `prepare`, as Python strings, cut to MAX_TEXT_BYTES."""
+def _prepared_texts(corpus, lower_case, keep_accents, batch_size):
+    """The corpus's non-empty texts as the tokenizer prepares them, as Python strings, cut to
+    MAX_TEXT_BYTES."""
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def prepared(batch):
-        return tf.strings.substr(prepare(batch), 0, MAX_TEXT_BYTES)
+        return tf.strings.substr(prepare(batch, lower_case, keep_accents), 0, MAX_TEXT_BYTES)
 
     texts = []
     for batch in corpus_batches(corpus, batch_size):

@@ -12,9 +12,6 @@ have no begin-of-word character: "ing" inside a word and "ing" as a word spell d
 import numpy as np
 
 from lmpipe.arguments import check_positive_int
-from lmpipe.tokenizers.byte_pair import BytePairTokenizer
-from lmpipe.tokenizers.sentence_piece import WORD_START, SentencePieceTokenizer
-from lmpipe.tokenizers.wordpiece import WordPieceTokenizer
 
 NO_CHARACTER = 0
 """The id of no character: every character of a padding token."""
@@ -75,20 +72,9 @@ def token_characters(tokenizer, max_characters=MAX_CHARACTERS_PER_TOKEN):
             continue
         else:
             starts = token_id in special or not continues[token_id]
-            text = token if token_id in special else _piece_text(tokenizer, token, starts)
+            text = token if token_id in special else tokenizer.piece_text(token, starts)
             characters = [byte + 1 for byte in text.encode("utf-8")]
             head = [BEGIN_OF_WORD] if starts else []
             spelling = head + characters[: max_characters - len(head) - 1] + [END_OF_WORD]
         table[token_id, : len(spelling)] = spelling
     return table
-
-
-def _piece_text(tokenizer, token, starts_word):
-    """`token` without the marker by which `tokenizer` tells word starts from continuations."""
-    if isinstance(tokenizer, WordPieceTokenizer) and not starts_word:
-        return token.removeprefix("##")
-    if isinstance(tokenizer, SentencePieceTokenizer):
-        return token.removeprefix(WORD_START)
-    if isinstance(tokenizer, BytePairTokenizer):
-        return token.removeprefix("Ġ")  # GPT-2's byte-level space
-    return token

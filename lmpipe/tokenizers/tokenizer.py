@@ -4,8 +4,13 @@
 XLNet) and `BytePairTokenizer` (GPT-2). A subclass tokenizes a batch of strings
 (`_tokenize_batch`) and joins pieces back into text (`_join`); the base gives the rest the same
 for all: shapes in and out, the special tokens' ids by role, words grouped from pieces (a piece
-that does not continue a word starts one), special tokens dropped in `detokenize`, and
-`load_tokenizer` for a folder any of them wrote.
+that does not continue a word starts one), special tokens dropped in `detokenize`; and what
+every class reads the same way: its saved tokenizer.json, JSON files, a Hugging Face folder's
+settings, and the table of vocabulary learners that each class's `train` runs.
+
+Imports run one way: the tokenizer classes import this module, their learners import the
+classes, and `lmpipe.tokenizers.registry` (the one module that knows every class) pairs each
+class with its learner and finds the class of a folder.
 """
 
 import json
@@ -25,6 +30,17 @@ ROLES = ("pad", "unk", "cls", "sep", "mask")
 
 HF_TOKENIZER_CONFIG = "tokenizer_config.json"
 """A Hugging Face checkpoint folder's tokenizer settings (`do_lower_case`, `keep_accents`)."""
+
+# {FORMAT: learn}: what each class's `train` runs. The learners import the classes, so the
+# classes find them here, where lmpipe.tokenizers.registry puts them when lmpipe.tokenizers
+# is imported (before any of its modules).
+_LEARNERS = {}
+
+
+def register_learner(tokenizer_class, learn):
+    """Make `learn` the vocabulary learner that `tokenizer_class.train` (and its subclasses')
+    runs; called by `lmpipe.tokenizers.registry`."""
+    _LEARNERS[tokenizer_class.FORMAT] = learn
 
 
 class Tokenizer(tf.Module):
@@ -222,7 +238,21 @@ class Tokenizer(tf.Module):
         dropped = self._special_mask if skip_special_tokens else self._padding_mask
         return tf.gather(dropped, ids)
 
+    def piece_text(self, token, starts_word):
+        """`token`'s text without the mark by which this tokenizer tells a piece that starts a
+        word from one that continues it (WordPiece's "##", SentencePiece's "▁", byte-level
+        BPE's "Ġ"); `starts_word` is whether the piece starts one. The base has no mark."""
+        return token
+
     # ------------------------------------------------------------------ for subclasses
+
+    @classmethod
+    def learner(cls):
+        """The function that learns this class's vocabulary from text, which `train` runs."""
+        try:
+            return _LEARNERS[cls.FORMAT]
+        except (AttributeError, KeyError):
+            raise NotImplementedError(f"{cls.__name__} has no vocabulary learner.") from None
 
     def write_config(self, directory, **fields):
         """Write `directory`'s tokenizer.json: the class's format and version, and `fields`
@@ -349,50 +379,3 @@ def hf_tokenizer_settings(folder, defaults):
             raise ValueError(f"{path}: `{key}` must be true or false, got {value!r}.")
         settings[key] = value
     return settings
-
-
-def load_tokenizer(directory):
-    """The tokenizer that `save` wrote to `directory`, of whichever class wrote it."""
-    from lmpipe.tokenizers.byte_pair import BytePairTokenizer
-    from lmpipe.tokenizers.sentence_piece import SentencePieceTokenizer
-    from lmpipe.tokenizers.wordpiece import WordPieceTokenizer
-
-    tokenizers = (WordPieceTokenizer, SentencePieceTokenizer, BytePairTokenizer)
-    classes = {cls.FORMAT: cls for cls in tokenizers}
-    kind = read_config(directory).get("format")
-    if kind not in classes:
-        path = os.path.join(os.fspath(directory), CONFIG_FILE)
-        raise ValueError(f"{path} has format {kind!r}; lmpipe reads {', '.join(sorted(classes))}.")
-    return classes[kind].load(directory)
-
-
-def pretrained_tokenizer(directory):
-    """The tokenizer of a Hugging Face checkpoint folder, by the files it holds: `vocab.json`
-    and `merges.txt` (GPT-2's byte-level BPE), `spiece.model` (ALBERT, XLNet) or `vocab.txt`
-    (BERT's WordPiece), each read by its class's `from_pretrained`; else the `tokenizer.json`
-    that transformers 5 writes instead, by its model (BPE, Unigram or WordPiece)."""
-    from lmpipe.tokenizers.byte_pair import MERGES_FILE, BytePairTokenizer
-    from lmpipe.tokenizers.byte_pair import VOCABULARY_FILE as BYTE_PAIR_VOCABULARY
-    from lmpipe.tokenizers.sentence_piece import MODEL_FILE, SentencePieceTokenizer
-    from lmpipe.tokenizers.tokenizer_json import has_tokenizer_file, model_type
-    from lmpipe.tokenizers.wordpiece import WordPieceTokenizer
-
-    folder = os.fspath(directory)
-    if os.path.isfile(os.path.join(folder, BYTE_PAIR_VOCABULARY)):
-        return BytePairTokenizer.from_pretrained(folder)
-    if os.path.isfile(os.path.join(folder, MODEL_FILE)):
-        return SentencePieceTokenizer.from_pretrained(folder)
-    if os.path.isfile(os.path.join(folder, "vocab.txt")):
-        return WordPieceTokenizer.from_pretrained(folder)
-    if has_tokenizer_file(folder):
-        classes = {
-            "BPE": BytePairTokenizer,
-            "Unigram": SentencePieceTokenizer,
-            "WordPiece": WordPieceTokenizer,
-        }
-        return classes[model_type(folder)].from_pretrained(folder)
-    raise ValueError(
-        f"No tokenizer in {folder}: a Hugging Face folder needs {BYTE_PAIR_VOCABULARY} and "
-        f"{MERGES_FILE} (GPT-2), {MODEL_FILE} (ALBERT, XLNet), vocab.txt (BERT) or "
-        "tokenizer.json."
-    )

@@ -34,63 +34,35 @@ import re
 import tensorflow as tf
 import tensorflow_text as text
 
-from lmpipe.tokenizers.tokenizer import (
-    Tokenizer,
-    hf_tokenizer_settings,
-)
+from lmpipe.tokenizers.bert_words import normalize
+from lmpipe.tokenizers.tokenizer import Tokenizer, hf_tokenizer_settings
 from lmpipe.tokenizers.tokenizer_json import has_tokenizer_file, wordpiece_file
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 """The special tokens every lmpipe WordPiece vocabulary has; training puts them first."""
 
 VOCABULARY_FILE = "vocab.txt"
-# A Hugging Face checkpoint folder's tokenizer settings (`do_lower_case`).
+"""The vocabulary's file in a saved tokenizer and in a Hugging Face BERT folder."""
+
+SUFFIX = "##"
+"""The mark of a piece that continues a word ("##ing")."""
 
 MAX_CHARS_PER_WORD = 100
 """Longer words become `[UNK]`, as BERT's `max_input_chars_per_word`."""
+
+MIN_LEARNED_TOKENS = 100
+"""A learned vocabulary needs room for at least this many tokens besides the reserved ones."""
 
 # The tokenizer op makes a word longer than this many bytes [UNK]; BERT counts characters.
 # 4 bytes per character lets every word of up to MAX_CHARS_PER_WORD characters through, and
 # the rare longer words are replaced by [UNK] afterwards.
 _MAX_BYTES_PER_WORD = 4 * MAX_CHARS_PER_WORD
 
-# A learned vocabulary needs room for at least this many tokens besides the reserved ones.
-MIN_LEARNED_TOKENS = 100
-
-_SUFFIX = "##"
 _SPECIAL_TOKEN_PATTERN = re.compile(r"\[[^\[\]\s]+\]")
-
-# Step 1 (category C but tab/newline/CR, and U+FFFD), written as "not in any other category" so
-# that unassigned code points are dropped too, as Python's unicodedata reports them as "Cn".
-_DROPPED = r"[^\p{L}\p{M}\p{N}\p{P}\p{S}\p{Z}\t\n\r]|\x{FFFD}"
-_DROPPED_OR_ACCENT = _DROPPED + r"|\p{Mn}"
-
-# BERT's word splitting, used to count words for training; the tokenizer op splits the same way.
-_WHITESPACE = r"[\t\n\r\p{Z}]+"
-_PUNCTUATION = r"[!-/:-@\[-`{-~\p{P}]"
-_CJK = (
-    r"[\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{20000}-\x{2A6DF}\x{2A700}-\x{2B73F}"
-    r"\x{2B740}-\x{2B81F}\x{2B820}-\x{2CEAF}\x{F900}-\x{FAFF}\x{2F800}-\x{2FA1F}]"
-)
-_SPLIT = f"{_WHITESPACE}|{_PUNCTUATION}|{_CJK}"
-_KEEP = f"{_PUNCTUATION}|{_CJK}"
 
 # A run of MAX_CHARS_PER_WORD + 1 characters without ASCII whitespace: a necessary condition for
 # a word that is too long, cheap to test, so the exact check runs only on batches that need it.
 _LONG_RUN = rf"(?s).*\S{{{MAX_CHARS_PER_WORD + 1}}}.*"
-
-
-def has_words(texts):
-    """Bool, per string of `texts`: whether the tokenizer finds a word in it, in graph ops.
-
-    A text has words when it holds a character that is neither whitespace nor dropped by
-    step 1 of the module docstring (control, format such as the zero-width space, private use,
-    unassigned, U+FFFD). A text without one (empty, or only such characters) tokenizes to no
-    piece with any vocabulary. (Text of combining accents alone has words here, and none for an
-    uncased tokenizer, which drops accents.)
-    """
-    texts = tf.strings.regex_replace(texts, r"\x{FFFD}", "")
-    return tf.strings.regex_full_match(texts, r"(?s).*[\p{L}\p{M}\p{N}\p{P}\p{S}].*")
 
 
 class WordPieceTokenizer(Tokenizer):
@@ -137,7 +109,7 @@ class WordPieceTokenizer(Tokenizer):
             )
         tokens = list(vocabulary)
         _check_vocabulary(tokens, lambda i: f"`vocabulary[{i}]`", "`vocabulary`")
-        continuation = [t.startswith(_SUFFIX) and len(t) > len(_SUFFIX) for t in tokens]
+        continuation = [t.startswith(SUFFIX) and len(t) > len(SUFFIX) for t in tokens]
         super().__init__(
             tokens,
             special=dict(zip(("pad", "unk", "cls", "sep", "mask"), SPECIAL_TOKENS, strict=True)),
@@ -149,7 +121,7 @@ class WordPieceTokenizer(Tokenizer):
         try:
             self._tokenizer = text.FastWordpieceTokenizer(
                 tokens,
-                suffix_indicator=_SUFFIX,
+                suffix_indicator=SUFFIX,
                 max_bytes_per_word=_MAX_BYTES_PER_WORD,
                 token_out_type=tf.int32,
                 unknown_token="[UNK]",
@@ -162,7 +134,7 @@ class WordPieceTokenizer(Tokenizer):
             ) from None
         self._detokenized_pieces = tf.constant(
             [
-                token[len(_SUFFIX) :] if cont else " " + token
+                token[len(SUFFIX) :] if cont else " " + token
                 for token, cont in zip(tokens, continuation, strict=True)
             ]
         )
@@ -288,9 +260,8 @@ class WordPieceTokenizer(Tokenizer):
             ValueError: a bad argument, an empty corpus, a `vocab_size` too small for the
                 corpus's alphabet, or a corpus from which no piece is learned.
         """
-        from lmpipe.tokenizers.wordpiece_trainer import learn_vocabulary
-
-        vocabulary = learn_vocabulary(
+        # The learner (lmpipe.tokenizers.wordpiece_trainer) imports this module, not the reverse.
+        vocabulary = cls.learner()(
             corpus,
             vocab_size=vocab_size,
             lower_case=lower_case,
@@ -304,6 +275,10 @@ class WordPieceTokenizer(Tokenizer):
 
     # ------------------------------------------------------------------ implementation
 
+    def piece_text(self, token, starts_word):
+        """`token` without its "##" where it continues a word."""
+        return token if starts_word else token.removeprefix(SUFFIX)
+
     def _join(self, ids):
         """Words joined by single spaces, "##" pieces glued to the piece before: the normalized
         text (lower-cased and without accents for an uncased vocabulary) with a space between
@@ -315,7 +290,7 @@ class WordPieceTokenizer(Tokenizer):
 
     def _tokenize_batch(self, texts):
         """`[N]` strings to int32 `[N, (pieces)]`."""
-        normalized = _normalize(texts, self.lower_case)
+        normalized = normalize(texts, self.lower_case)
 
         def has_long_run():
             return tf.reduce_any(tf.strings.regex_full_match(normalized, _LONG_RUN))
@@ -359,24 +334,6 @@ class WordPieceTokenizer(Tokenizer):
             f"WordPieceTokenizer(vocabulary_size={self.vocabulary_size}, "
             f"lower_case={self.lower_case})"
         )
-
-
-def _normalize(texts, lower_case):
-    """Steps 1-2 of the module docstring on `[N]` strings."""
-    if lower_case:
-        # Decompose first, then drop control characters and accents in one pass, then
-        # lower-case: per code point this equals BERT's lower, NFD, strip order, and the
-        # UTF-8 lower-casing op must not see a NUL (it stops there).
-        texts = text.normalize_utf8(texts, "NFD")
-        texts = tf.strings.regex_replace(texts, _DROPPED_OR_ACCENT, "")
-        return tf.strings.lower(texts, encoding="utf-8")
-    texts = tf.strings.regex_replace(texts, _DROPPED, "")
-    return text.normalize_utf8(texts, "NFC")
-
-
-def _split_words(texts, lower_case):
-    """`[N]` strings to their normalized words `[N, (words)]`, as `tokenize` splits them."""
-    return text.regex_split(_normalize(texts, lower_case), _SPLIT, _KEEP)
 
 
 def _read_vocabulary_file(path):

@@ -7,7 +7,9 @@ import tensorflow as tf
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib
 
 from lmpipe.arguments import check_bool, check_number, check_positive_int
-from lmpipe.tokenizers.wordpiece import _SUFFIX, MIN_LEARNED_TOKENS, SPECIAL_TOKENS, _split_words
+from lmpipe.tokenizers.bert_words import normalize, split_words
+from lmpipe.tokenizers.training_texts import corpus_batches
+from lmpipe.tokenizers.wordpiece import MIN_LEARNED_TOKENS, SPECIAL_TOKENS, SUFFIX
 
 
 def learn_vocabulary(
@@ -76,7 +78,7 @@ def learn_vocabulary(
         reserved_tokens=reserved,
         max_token_length=max_token_length,
         max_unique_chars=max_unique_chars,
-        joiner=_SUFFIX,
+        joiner=SUFFIX,
         **params,
     )
     vocabulary = _fit_size(vocabulary, vocab_size, len(reserved))
@@ -91,66 +93,12 @@ def learn_vocabulary(
     return vocabulary
 
 
-def corpus_texts(corpus):
-    """The texts of `corpus` as a tf.data.Dataset of scalar strings or a Python iterable."""
-    if isinstance(corpus, (str, bytes)):
-        raise ValueError(
-            "`corpus` must be a TextCorpus, a tf.data.Dataset of strings or a list of texts, "
-            "got a single string; for files use TextCorpus.from_files(...)."
-        )
-    if isinstance(corpus, tf.data.Dataset):
-        dataset = corpus
-    elif callable(getattr(corpus, "documents", None)):
-        dataset = corpus.documents()
-    elif callable(getattr(corpus, "iter_documents", None)):
-        return (sentence for document in corpus.iter_documents() for sentence in document)
-    else:
-        try:
-            return iter(corpus)
-        except TypeError:
-            raise ValueError(
-                "`corpus` must be a TextCorpus, a tf.data.Dataset of strings or an iterable "
-                f"of texts, got {type(corpus).__name__}."
-            ) from None
-    spec = dataset.element_spec
-    if not isinstance(spec, (tf.TensorSpec, tf.RaggedTensorSpec)) or spec.dtype != tf.string:
-        raise ValueError(f"`corpus` must yield string tensors, got elements of spec {spec}.")
-    if isinstance(spec, tf.RaggedTensorSpec):
-        dataset = dataset.map(lambda x: x.flat_values)
-    elif spec.shape.rank != 0:
-        dataset = dataset.map(lambda x: tf.reshape(x, [-1]))
-    if isinstance(spec, tf.RaggedTensorSpec) or spec.shape.rank != 0:
-        dataset = dataset.unbatch()
-    return dataset
-
-
-def corpus_batches(corpus, batch_size):
-    """The texts of `corpus` (see `corpus_texts`) as string tensors `[batch_size]` (the last
-    one shorter); a text that is not a string is a ValueError naming its index."""
-    sentences = corpus_texts(corpus)
-    if isinstance(sentences, tf.data.Dataset):
-        yield from sentences.batch(batch_size)
-        return
-    batch = []
-    for i, sentence in enumerate(sentences):
-        if not isinstance(sentence, (str, bytes)):
-            raise ValueError(
-                f"`corpus` must contain strings; text {i} is a {type(sentence).__name__}."
-            )
-        batch.append(sentence)
-        if len(batch) == batch_size:
-            yield tf.constant(batch, tf.string)
-            batch = []
-    if batch:
-        yield tf.constant(batch, tf.string)
-
-
 def _count_words(corpus, lower_case, batch_size):
     """{word: count} of the normalized words of `corpus`, split as `tokenize` splits them."""
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def unique_words(batch):
-        words = _split_words(batch, lower_case).flat_values
+        words = split_words(normalize(batch, lower_case)).flat_values
         unique, _, counts = tf.unique_with_counts(words, out_idx=tf.int64)
         return unique, counts
 
@@ -176,7 +124,7 @@ def _fit_size(vocabulary, vocab_size, num_reserved):
         return vocabulary
 
     def is_character(token):
-        return len(token[len(_SUFFIX) :] if token.startswith(_SUFFIX) else token) == 1
+        return len(token[len(SUFFIX) :] if token.startswith(SUFFIX) else token) == 1
 
     essential = num_reserved + sum(is_character(t) for t in vocabulary[num_reserved:])
     if essential > vocab_size:

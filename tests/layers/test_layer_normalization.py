@@ -98,7 +98,7 @@ def test_other_settings_are_keras_own_and_the_config_round_trips():
 
 
 def test_under_xla_the_layer_is_keras_own():
-    """XLA fuses Keras' ops itself (lmpipe.layers.xla_context): the same values and gradients
+    """XLA fuses Keras' ops itself (lmpipe.backend): the same values and gradients
     as Keras' layer compiled the same way, and as lmpipe's without XLA."""
     rng = np.random.default_rng(1)
     x = rng.normal(size=(2, 3, 8)).astype("float32") * 5 + 2

@@ -118,7 +118,7 @@ def test_sparse_cross_entropy_refuses_targets_outside_the_vocabulary():
 
 
 def test_under_xla_the_cross_entropy_is_tensorflows_fused_op():
-    """XLA fuses TensorFlow's op well (lmpipe.layers.xla_context): the same losses and
+    """XLA fuses TensorFlow's op well (lmpipe.backend.compiling_with_xla): the same losses and
     gradients as without XLA, and a target outside the vocabulary gives a NaN loss there."""
     rng = np.random.default_rng(2)
     logits = tf.constant(rng.normal(scale=4.0, size=(4, 30)).astype("float32"))

@@ -299,7 +299,7 @@ def test_bad_options_and_examples_are_refused_before_training(bert_tokenizer, tm
         SpanAnswerer(bert_tokenizer, encoder, seq_len=SEQ_LEN, max_answer_len=0)
     pipe = SpanAnswerer(bert_tokenizer, encoder, seq_len=SEQ_LEN)
     assert (pipe.options.max_query_len, pipe.options.doc_stride) == (30, 15)
-    fixture = importlib.resources.files("tests.datasets") / "fixtures" / "squad_tiny.json"
+    fixture = importlib.resources.files("tests.datasets.labelled") / "fixtures" / "squad_tiny.json"
     examples = read_squad(str(fixture))
     with pytest.raises(ValueError, match="question id 'hamlet-4' has no answer.*no_answer=True"):
         pipe.fit(examples, verbose=0)
@@ -319,7 +319,7 @@ def test_bad_options_and_examples_are_refused_before_training(bert_tokenizer, tm
 
 
 def test_unanswerable_questions_train_with_no_answer(bert_tokenizer):
-    fixture = importlib.resources.files("tests.datasets") / "fixtures" / "squad_tiny.json"
+    fixture = importlib.resources.files("tests.datasets.labelled") / "fixtures" / "squad_tiny.json"
     examples = read_squad(str(fixture))
     pipe = SpanAnswerer(
         bert_tokenizer, tiny_encoder(bert_tokenizer), seq_len=SEQ_LEN, no_answer=True

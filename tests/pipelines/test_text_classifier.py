@@ -343,7 +343,7 @@ def test_from_pretrained_builds_the_checkpoint_encoder_and_its_tokenizer(minilm_
         np.testing.assert_array_equal(ours[name].numpy(), theirs[name].numpy())
 
 
-TOKENIZER_JSON = pathlib.Path(__file__).parents[1] / "datasets" / "fixtures" / "tokenizer_json"
+TOKENIZER_JSON = pathlib.Path(__file__).parents[1] / "tokenizers" / "fixtures" / "tokenizer_json"
 
 
 @pytest.mark.slow  # builds and trains a step of the 6-layer MiniLM: about 30 s

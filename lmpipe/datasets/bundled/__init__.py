@@ -1,2 +1,2 @@
-"""Real data that lmpipe reads from installed packages: Shakespeare's plays and their
-labelled views, the SpamAssassin corpus, the Bible, word-similarity sets."""
+"""Real labelled data built from installed packages: Shakespeare's plays labelled by genre, by
+name and by speaker, the SpamAssassin corpus, word-similarity sets."""

@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from lmpipe.arguments import check_number, check_positive_int, check_seed
-from lmpipe.datasets.bundled.shakespeare import (
+from lmpipe.datasets.corpora.shakespeare import (
     check_choices,
     shakespeare_play,
     shakespeare_plays,

@@ -10,7 +10,7 @@ the quote occurs once in its context, and a context has at least two speakers.
 import numpy as np
 
 from lmpipe.arguments import check_number, check_positive_int, check_seed
-from lmpipe.datasets.bundled.shakespeare import (
+from lmpipe.datasets.corpora.shakespeare import (
     check_choices,
     shakespeare_plays,
     shakespeare_speeches,

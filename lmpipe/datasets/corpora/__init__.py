@@ -1,2 +1,3 @@
-"""Corpora: text read from files and bundled sets as documents of sentences, streamed by
-`tf.data`, with their validation, manifest, sharding and shuffling."""
+"""Corpora: text read from files and installed packages (Shakespeare's plays, the Bible) as
+documents of sentences, streamed by `tf.data`, with their validation, manifest, sharding,
+shuffling and held-out splits."""

@@ -15,7 +15,7 @@ Python, line by line in binary, to report bad input by file and line and to coun
 `lmpipe.datasets.corpora.corpus_reading`, the in-graph JSON reader in
 `lmpipe.datasets.corpora.json_lines`,
 sharding in `lmpipe.datasets.corpora.sharding` and the Shakespeare parser in
-`lmpipe.datasets.bundled.shakespeare`.
+`lmpipe.datasets.corpora.shakespeare`.
 """
 
 import json
@@ -24,7 +24,6 @@ import logging
 import tensorflow as tf
 
 from lmpipe.arguments import check_number, check_positive_int
-from lmpipe.datasets.bundled.shakespeare import check_choices, shakespeare_play, shakespeare_plays
 from lmpipe.datasets.corpora.corpus_manifest import FileIdentity, validated_file_stats
 from lmpipe.datasets.corpora.corpus_reading import (
     LINES_PER_BLOCK,
@@ -44,8 +43,9 @@ from lmpipe.datasets.corpora.corpus_validation import (
     prose_note,
     resolve_format,
 )
+from lmpipe.datasets.corpora.held_out import held_out_indices
+from lmpipe.datasets.corpora.shakespeare import check_choices, shakespeare_play, shakespeare_plays
 from lmpipe.datasets.corpora.sharding import pipeline_position, read_sharded
-from lmpipe.datasets.labelled.held_out import held_out_indices
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from lmpipe.datasets.corpora.json_lines import json_string_field
 from lmpipe.datasets.corpora.sentences import split_sentences
-from lmpipe.tokenizers.wordpiece import has_words
+from lmpipe.tokenizers.bert_words import has_words
 
 # Lines per vectorized block: the reader's unit of work, and the validator's.
 LINES_PER_BLOCK = 1024

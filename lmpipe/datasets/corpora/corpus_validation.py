@@ -20,7 +20,7 @@ from lmpipe.datasets.corpora.corpus_reading import (
 )
 from lmpipe.datasets.corpora.json_lines import json_string_field
 from lmpipe.datasets.corpora.sentences import split_sentences
-from lmpipe.tokenizers.wordpiece import has_words
+from lmpipe.tokenizers.bert_words import has_words
 
 FORMATS = ("auto", "bert", "prose", "jsonl")
 ENCODING_ERRORS = ("strict", "replace")

@@ -13,7 +13,7 @@ import os
 import tensorflow as tf
 
 from lmpipe.arguments import check_seed
-from lmpipe.datasets.bundled.bible import BIBLE_SOURCE, BIBLE_TARGET, read_bible
+from lmpipe.datasets.corpora.bible import BIBLE_SOURCE, BIBLE_TARGET, read_bible
 from lmpipe.datasets.corpora.sharding import pipeline_position
 
 

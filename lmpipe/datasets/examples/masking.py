@@ -24,8 +24,8 @@ import numpy as np
 import tensorflow as tf
 
 from lmpipe.arguments import check_bool, check_number, check_positive_int
+from lmpipe.backend import compiling_with_xla
 from lmpipe.kernels import note_path, optional_kernel
-from lmpipe.layers.xla_context import compiling_with_xla
 
 _PHILOX = 1  # RNG_ALG_PHILOX, tensorflow/core/framework/rng_alg.h
 _SCRAMBLE_KEY = 0x02461E293EC8F720  # the key TensorFlow scrambles seeds with for Philox

@@ -7,7 +7,7 @@ is split into windows that start every `doc_stride` pieces, the last one reachin
 context's end, so a question gets several windows and every piece is in at least one.
 
 Offsets: the context is split into words with the tokenizer's own word rules (whitespace,
-punctuation and CJK characters, `WordPieceTokenizer`'s `_SPLIT`), with each word's character
+punctuation and CJK characters, `lmpipe.tokenizers.bert_words`), with each word's character
 span in the original text; each word is tokenized alone, which gives the pieces of the whole
 text (normalization works character by character and never makes a word boundary). A piece's
 span is its share of its word (piece lengths, "##" removed, counted along the word) where the
@@ -24,7 +24,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from lmpipe.datasets.examples.packing import pack_segments
-from lmpipe.tokenizers.wordpiece import _KEEP, _SPLIT
+from lmpipe.tokenizers.bert_words import KEPT_DELIMITERS, WORD_DELIMITERS
 
 NO_OFFSET = -1
 """`char_start` / `char_end` / `piece_index` of a position outside the context."""
@@ -56,7 +56,9 @@ def context_pieces(tokenizer, contexts, lengths=None):
     """
     contexts = tf.convert_to_tensor(contexts, tf.string)
     lengths = tf.constant(piece_lengths(tokenizer) if lengths is None else lengths)
-    words, byte_start, _ = tf_text.regex_split_with_offsets(contexts, _SPLIT, _KEEP)  # [B, (W)]
+    words, byte_start, _ = tf_text.regex_split_with_offsets(
+        contexts, WORD_DELIMITERS, KEPT_DELIMITERS
+    )  # [B, (W)]
     flat_words = words.flat_values  # [W_total]
     # Character offsets of the words: the characters before each word's first byte.
     prefix = tf.strings.substr(

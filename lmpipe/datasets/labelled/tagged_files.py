@@ -16,7 +16,7 @@ import dataclasses
 import json
 import os
 
-from lmpipe.datasets.labelled.held_out import held_out_indices
+from lmpipe.datasets.corpora.held_out import held_out_indices
 
 FORMATS = ("auto", "conll", "jsonl")
 DOCSTART = "-DOCSTART-"

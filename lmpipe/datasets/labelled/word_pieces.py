@@ -12,10 +12,9 @@ no prediction (`word_count - tagged_words` counts them per sentence).
 """
 
 import tensorflow as tf
-import tensorflow_text as tf_text
 
 from lmpipe.datasets.examples.packing import pack_segments
-from lmpipe.tokenizers.wordpiece import _DROPPED, _KEEP, _SPLIT
+from lmpipe.tokenizers.bert_words import clean, split_words
 
 IGNORED = -1
 """The label of the positions that are not a word's first piece."""
@@ -29,8 +28,7 @@ def split_text_words(texts):
     its own; characters the tokenizer drops (controls, format characters, U+FFFD) are removed
     first. Tokenizing these words one by one gives the pieces of tokenizing the text.
     """
-    texts = tf.strings.regex_replace(tf.convert_to_tensor(texts, tf.string), _DROPPED, "")
-    return tf_text.regex_split(texts, _SPLIT, _KEEP)
+    return split_words(clean(tf.convert_to_tensor(texts, tf.string)))
 
 
 def word_pieces(tokenizer, words):

@@ -69,11 +69,11 @@ def test_the_folders_tokenizer_gives_transformers_ids_and_generation_its_tokens(
 
 
 def test_a_folder_with_tokenizer_json_instead_of_vocab_json_and_merges_txt(reference, tmp_path):
-    # As transformers 5 writes the folder (tests/datasets/fixtures/tokenizer_json/gpt2 was
+    # As transformers 5 writes the folder (tests/tokenizers/fixtures/tokenizer_json/gpt2 was
     # written from the same vocab.json and merges.txt).
     folder = tmp_path / "gpt2"
     shutil.copytree(CHECKPOINT, folder, ignore=shutil.ignore_patterns("vocab.json", "merges.txt"))
-    written = FIXTURES.parents[2] / "datasets" / "fixtures" / "tokenizer_json" / "gpt2"
+    written = FIXTURES.parents[2] / "tokenizers" / "fixtures" / "tokenizer_json" / "gpt2"
     for file in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copyfile(written / file, folder / file)
     pipe = GptPretraining.from_pretrained(folder, seq_len=32)

@@ -155,11 +155,11 @@ def test_xlnet_pretraining_continues_from_the_folder():
 
 
 def test_a_folder_with_tokenizer_json_instead_of_spiece_model(tmp_path):
-    # As transformers 5 writes the folder (tests/datasets/fixtures/tokenizer_json/xlnet was
+    # As transformers 5 writes the folder (tests/tokenizers/fixtures/tokenizer_json/xlnet was
     # written from the same spiece.model).
     folder = tmp_path / "xlnet"
     shutil.copytree(CHECKPOINT, folder, ignore=shutil.ignore_patterns("spiece.model"))
-    written = FIXTURES.parents[2] / "datasets" / "fixtures" / "tokenizer_json" / "xlnet"
+    written = FIXTURES.parents[2] / "tokenizers" / "fixtures" / "tokenizer_json" / "xlnet"
     for file in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copyfile(written / file, folder / file)
     pipe = XLNetPretraining.from_pretrained(folder, seq_len=16, reuse_len=8)

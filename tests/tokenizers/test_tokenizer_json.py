@@ -18,7 +18,7 @@ from lmpipe.datasets import (
     SentencePieceTokenizer,
     WordPieceTokenizer,
 )
-from lmpipe.tokenizers.tokenizer import pretrained_tokenizer
+from lmpipe.tokenizers.registry import pretrained_tokenizer
 from lmpipe.tokenizers.tokenizer_json import sentence_piece_file
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"

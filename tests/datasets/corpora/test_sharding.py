@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from lmpipe.datasets import TextCorpus
-from tests.datasets.test_corpus import sentences_of, tf_documents, write
+from tests.datasets.corpora.test_corpus import sentences_of, tf_documents, write
 
 
 def shard(corpus, num_pipelines, pipeline_id, **kwargs):

@@ -1,4 +1,4 @@
-"""The bundled Shakespeare corpus (`lmpipe.datasets.bundled.shakespeare`): every play, by genre and
+"""The bundled Shakespeare corpus (`lmpipe.datasets.corpora.shakespeare`): every play, by genre and
 scene, without markup or speaker labels."""
 
 import importlib.util
