@@ -68,7 +68,8 @@ def test_the_readme_has_a_command_of_every_verb():
 
 @pytest.mark.parametrize("argv", COMMANDS, ids=[" ".join(c)[:60] for c in COMMANDS])
 def test_every_readme_command_is_one_the_cli_accepts(argv):
-    from lmpipe.cli.main import _resolve_pretrain_flags, build_parser
+    from lmpipe.cli.main import build_parser
+    from lmpipe.cli.pretrain import resolve_flags
 
     parser = build_parser()
     try:
@@ -79,7 +80,7 @@ def test_every_readme_command_is_one_the_cli_accepts(argv):
         extra = [word for word in extra if word.startswith("-")]
     assert not extra, f"lmpipe {' '.join(argv)}: unknown arguments {extra}"
     if arguments.command == "pretrain":
-        _resolve_pretrain_flags(arguments, argv)  # the flags of another model are refused
+        resolve_flags(arguments, argv)  # the flags of another model are refused
 
 
 @pytest.mark.parametrize("index", range(len(blocks("python"))))

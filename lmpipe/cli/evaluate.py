@@ -1,0 +1,152 @@
+"""`lmpipe evaluate RUN`: a saved pipeline evaluated on a corpus, TSV pairs or a labelled
+file."""
+
+import json
+
+from lmpipe.cli import flags, runs
+
+
+def add_parser(commands, common):
+    """Add `lmpipe evaluate` to the `commands` sub-parsers."""
+    evaluate = commands.add_parser(
+        "evaluate",
+        parents=[common],
+        formatter_class=flags.Help,
+        help="evaluate a saved pipeline on a corpus, TSV pairs or a labelled file",
+        description="Evaluates a saved pipeline: a pretraining family or word2vec on --corpus "
+        "(default: the bundled Shakespeare), a translation model on --pairs (with BLEU), a "
+        "classifier on a --labelled file.",
+    )
+    evaluate.add_argument(
+        "run_dir", metavar="RUN", help="a saved pipeline, or the --out of a training command"
+    )
+    evaluate.add_argument("--corpus", default=None, help="file glob (default: Shakespeare)")
+    evaluate.add_argument(
+        "--format",
+        default="auto",
+        choices=["auto", "bert", "prose", "jsonl"],
+        help="the corpus's format (see pretrain --help)",
+    )
+    evaluate.add_argument("--pairs", nargs="+", default=None, help="translation: TSV files")
+    evaluate.add_argument(
+        "--labelled",
+        default=None,
+        help="a classifier: CSV, TSV or JSONL; a token tagger: CoNLL or JSONL (by the ending); "
+        "a question answerer: SQuAD JSON or JSONL",
+    )
+    evaluate.add_argument("--text-column", default="text", help="--labelled: the texts")
+    evaluate.add_argument(
+        "--pair-column", default=None, help="--labelled: the second texts, for pairs"
+    )
+    evaluate.add_argument("--label-column", default="label", help="--labelled: the labels")
+    evaluate.add_argument(
+        "--tokens-field", default="tokens", help="--labelled JSONL of a tagger: the words"
+    )
+    evaluate.add_argument(
+        "--tags-field", default="tags", help="--labelled JSONL of a tagger: the tags"
+    )
+    evaluate.add_argument(
+        "--batch-size", type=int, default=None, help="default: the pipeline's family's"
+    )
+    evaluate.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="batches drawn as in training (default: one pass over the data)",
+    )
+    evaluate.add_argument(
+        "--beam-width", type=int, default=4, help="translation: the beam of the BLEU"
+    )
+    evaluate.add_argument("--json", action="store_true", help="the metrics as one JSON object")
+    evaluate.set_defaults(run=run)
+
+
+def run(arguments):
+    directory = runs.require_saved_pipeline(arguments.run_dir)
+    flags.check_positive(batch_size=arguments.batch_size, steps=arguments.steps)
+    pipe = runs.load_pipeline(directory)
+    kind = type(pipe).__name__
+    given = {
+        "--pairs": arguments.pairs is not None,
+        "--labelled": arguments.labelled is not None,
+        "--corpus": arguments.corpus is not None,
+    }
+    wanted = {
+        "Translation": "--pairs",
+        "TextClassifier": "--labelled",
+        "TokenTagger": "--labelled",
+        "SpanAnswerer": "--labelled",
+    }.get(kind, "--corpus")
+    wrong = [flag for flag, present in given.items() if present and flag != wanted]
+    if wrong:
+        raise SystemExit(f"error: a {kind} pipeline is evaluated on {wanted}, not {wrong[0]}")
+    options = {}
+    if wanted == "--pairs":
+        from lmpipe.datasets import ParallelCorpus
+
+        try:
+            data = ParallelCorpus.from_tsv(arguments.pairs) if arguments.pairs else None
+        except ValueError as error:
+            raise SystemExit(f"error: {error}") from None
+        if data is None:
+            raise SystemExit("error: a Translation pipeline is evaluated on --pairs TSV files")
+        options["beam_width"] = arguments.beam_width
+        what = f"{len(data):,} pairs"
+    elif kind == "SpanAnswerer":
+        if arguments.labelled is None:
+            raise SystemExit(
+                "error: a SpanAnswerer is evaluated on a --labelled SQuAD file (JSON or JSONL)"
+            )
+        from lmpipe.datasets import read_squad
+
+        try:
+            data = read_squad(arguments.labelled)
+        except ValueError as error:
+            raise SystemExit(f"error: {error}") from None
+        what = f"{len(data):,} questions"
+    elif kind == "TokenTagger":
+        if arguments.labelled is None:
+            raise SystemExit(
+                "error: a TokenTagger is evaluated on a --labelled CoNLL or JSONL file"
+            )
+        from lmpipe.datasets import read_tagged
+
+        try:
+            tagged = read_tagged(
+                arguments.labelled,
+                tokens_field=arguments.tokens_field,
+                tags_field=arguments.tags_field,
+            )
+        except (OSError, ValueError) as error:
+            raise SystemExit(f"error: {error}") from None
+        data, what = tagged.examples, f"{len(tagged):,} sentences"
+    elif wanted == "--labelled":
+        if arguments.labelled is None:
+            raise SystemExit("error: a TextClassifier is evaluated on a --labelled file")
+        from lmpipe.datasets import read_labelled
+
+        try:
+            labelled = read_labelled(
+                arguments.labelled,
+                text=arguments.text_column,
+                label=arguments.label_column,
+                text_pair=arguments.pair_column,
+            )
+        except (OSError, ValueError) as error:
+            raise SystemExit(f"error: {error}") from None
+        data, what = labelled.examples, f"{len(labelled):,} examples"
+    else:
+        data = runs.read_corpus(arguments.corpus, arguments.format)
+        what = arguments.corpus or "the Shakespeare corpus"
+    # With memory, XLNet evaluates batches of its training streams per replica.
+    batch_size = getattr(pipe, "batch_size", None) or arguments.batch_size
+    metrics = pipe.evaluate(data, batch_size=batch_size, steps=arguments.steps, **options)
+    if arguments.json:
+        print(json.dumps(metrics))
+    else:
+        steps = f"{arguments.steps} batches of " if arguments.steps else ""
+        print(
+            f"Evaluation on {steps}{what}: "
+            + ", ".join(f"{name} {value:.4f}" for name, value in sorted(metrics.items()))
+        )
+    return 0

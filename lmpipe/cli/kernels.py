@@ -1,0 +1,14 @@
+"""`lmpipe kernels status`: lmpipe's compiled kernels; the work is lmpipe.kernels'."""
+
+
+def add_parser(commands, common):
+    """Add `lmpipe kernels` to the `commands` sub-parsers."""
+    status = commands.add_parser("kernels", parents=[common], help="show lmpipe's C++ kernels")
+    status.add_argument("action", choices=["status"], help="cache, build, load, who uses them")
+    status.set_defaults(run=run)
+
+
+def run(arguments):
+    from lmpipe.kernels.status import print_status
+
+    return print_status()

@@ -1,0 +1,535 @@
+"""`lmpipe pretrain MODEL`: pretrain BERT, ALBERT, XLNet, GPT, ELMo or word2vec on a corpus,
+then save, evaluate and export."""
+
+import os
+
+from lmpipe.cli import flags, runs
+from lmpipe.cli.held_out import held_out_documents, validation_documents
+
+PRESETS = {
+    "bert": ("tiny", "mini", "small", "base", "large"),
+    "albert": ("tiny", "base", "large", "xlarge", "xxlarge"),
+    "xlnet": ("tiny", "base"),
+    "gpt": ("tiny", "small", "medium"),
+    "elmo": ("tiny", "small", "medium", "original"),
+}
+
+
+DEFAULT_PRESETS = {"bert": "mini", "albert": "tiny", "xlnet": "tiny", "gpt": "tiny", "elmo": "tiny"}
+
+
+PAPER_TOKENIZERS = {"albert": "sentencepiece", "xlnet": "sentencepiece", "gpt": "bpe"}
+"""The tokenizers of the models' papers (the others default to WordPiece)."""
+
+
+PAIR_MODELS = ("bert", "albert")
+"""The models with a sentence-pair objective (`--objective`)."""
+
+
+PRETRAINED_MODELS = ("bert", "albert", "xlnet", "gpt")
+"""The models whose pretraining continues from a Hugging Face folder (`--pretrained`)."""
+
+
+FOLDER_GIVES = ("--tokenizer", "--vocab", "--vocab-size", "--cased", "--preset")
+"""The flags a `--pretrained` folder answers (its tokenizer and configuration)."""
+
+
+WORD2VEC_FLAGS = (
+    "--method",
+    "--vector-size",
+    "--window",
+    "--min-count",
+    "--negative",
+    "--update",
+)
+
+
+NOT_FOR_WORD2VEC = (
+    "--steps",
+    "--held-out",
+    "--tokenizer",
+    "--vocab",
+    "--vocab-size",
+    "--pretrained",
+    "--preset",
+    "--objective",
+    "--reuse-len",
+    "--mem-len",
+    "--seq-len",
+    "--checkpoint-every",
+    "--mixed-precision",
+    "--xla",
+    "--accumulation-steps",
+    "--data-service",
+)
+
+
+def add_parser(commands, common):
+    """Add `lmpipe pretrain` to the `commands` sub-parsers."""
+    pretrain = commands.add_parser(
+        "pretrain",
+        parents=[common],
+        formatter_class=flags.Help,
+        help="pretrain BERT, ALBERT, XLNet, GPT or ELMo, then save and export",
+        description="Pretrain on --corpus (default: the bundled Shakespeare plays). Running the "
+        "same command again after an interruption resumes from the last checkpoint.",
+    )
+    pretrain.add_argument("model", choices=[*PRESETS, "word2vec"])
+    pretrain.add_argument("--corpus", default=None, help="file glob (default: Shakespeare)")
+    pretrain.add_argument(
+        "--format",
+        default="auto",
+        choices=["auto", "bert", "prose", "jsonl"],
+        help="corpus format: bert (a sentence a line, documents split by blank lines), prose "
+        "(paragraphs split into sentences), jsonl (a 'text' field), or auto (jsonl for .jsonl "
+        "and .json files, bert for others)",
+    )
+    pretrain.add_argument(
+        "--max-line-bytes",
+        type=int,
+        default=None,
+        help="longest corpus line accepted, in bytes (default 10 MiB)",
+    )
+    pretrain.add_argument(
+        "--tokenizer",
+        choices=("wordpiece", "sentencepiece", "bpe"),
+        default=None,
+        help="the tokenizer to learn or read (default: as in the papers, sentencepiece for "
+        "albert and xlnet, GPT-2's byte-level bpe for gpt; wordpiece for bert and elmo)",
+    )
+    pretrain.add_argument(
+        "--vocab",
+        default=None,
+        help="a vocabulary instead of learning one: a BERT vocab.txt (WordPiece), a "
+        "SentencePiece .model (ALBERT's or XLNet's spiece.model) or GPT-2's vocab.json (with "
+        "its merges.txt beside it)",
+    )
+    pretrain.add_argument(
+        "--pretrained",
+        default=None,
+        metavar="FOLDER",
+        help="continue pretraining a Hugging Face checkpoint folder (bert, albert, xlnet, "
+        "gpt2): its tokenizer, configuration and weights (so no --tokenizer, --vocab, "
+        "--vocab-size, --cased or --preset)",
+    )
+    pretrain.add_argument(
+        "--vocab-size",
+        type=int,
+        default=8000,
+        help="the vocabulary to learn, in tokens",
+    )
+    pretrain.add_argument(
+        "--cased",
+        action="store_true",
+        help="keep case (and accents, with WordPiece); byte-level BPE always keeps them",
+    )
+    pretrain.add_argument(
+        "--preset",
+        default=None,
+        help="model size: bert tiny|mini|small|base|large (default mini); "
+        "albert tiny|base|large|xlarge|xxlarge (default tiny); xlnet tiny|base (default tiny); "
+        "gpt tiny|small|medium (default tiny); elmo tiny|small|medium|original (default tiny)",
+    )
+    pretrain.add_argument(
+        "--objective",
+        default=None,
+        choices=["nsp", "sop", "mlm"],
+        help="default: nsp for bert, sop for albert",
+    )
+    pretrain.add_argument(
+        "--reuse-len",
+        type=int,
+        default=None,
+        help="xlnet: tokens each example hands on as memory (default seq-len / 2; 0 = no memory)",
+    )
+    pretrain.add_argument(
+        "--mem-len", type=int, default=None, help="xlnet: cached states (default reuse-len)"
+    )
+    pretrain.add_argument(
+        "--steps", type=int, default=None, help="training steps in all (default: 200)"
+    )
+    pretrain.add_argument(
+        "--epochs",
+        type=int,
+        default=None,
+        help="epochs the steps divide into, the held-out documents evaluated after each "
+        "(default: 2); word2vec: passes over the corpus (default: 5)",
+    )
+    pretrain.add_argument(
+        "--held-out",
+        type=float,
+        default=0.05,
+        help="the share of the corpus's documents (or, 1 and up, their number) held out for "
+        "validation and the final evaluation; 0: none",
+    )
+    for flag, kind, text in (
+        ("--method", str, "skipgram or cbow (default: skipgram)"),
+        ("--vector-size", int, "dimension of the vectors (default: 100)"),
+        ("--window", int, "largest distance of a context word (default: 5)"),
+        ("--min-count", int, "rarer words are left out (default: 5)"),
+        ("--negative", int, "noise words per example (default: 5)"),
+        (
+            "--update",
+            str,
+            "auto, sequential (example by example, lmpipe's compiled kernel) or batched "
+            "(TensorFlow ops, any strategy) (default: auto)",
+        ),
+    ):
+        pretrain.add_argument(flag, type=kind, default=None, help=f"word2vec: {text}")
+    pretrain.add_argument(
+        "--checkpoint-every", type=int, default=50, help="steps between checkpoints"
+    )
+    pretrain.add_argument(
+        "--mixed-precision",
+        default=None,
+        choices=["mixed_bfloat16", "mixed_float16", "auto"],
+        help="compute in bfloat16 or float16, keep float32 weights; auto: bfloat16 where the "
+        "hardware has it (Ampere+ GPUs, CPUs with AVX512_BF16 or AMX), else float32 "
+        "(default: float32)",
+    )
+    pretrain.add_argument(
+        "--xla",
+        nargs="?",
+        const="on",
+        default="off",
+        choices=["on", "off", "auto"],
+        help="XLA-compile the train step (--xla alone: on); auto: on GPUs, not on CPUs, where "
+        "it is no faster (default: off)",
+    )
+    flags.add_training_options(
+        pretrain,
+        batch_default=None,
+        learning_rate=None,
+        batch_help="global batch size (default: 32; word2vec: the method's)",
+        learning_rate_help="peak learning rate (default: 5e-4; word2vec: alpha, 0.025)",
+    )
+    pretrain.set_defaults(run=run)
+
+
+def resolve_flags(arguments, argv):
+    """Check which flags go with `arguments.model` and fill the defaults that depend on it."""
+    given = {argument.split("=", 1)[0] for argument in argv if argument.startswith("--")}
+    model = arguments.model
+    if model == "word2vec":
+        wrong = [flag for flag in NOT_FOR_WORD2VEC if flag in given]
+        if wrong:
+            raise SystemExit(
+                f"error: {', '.join(wrong)} {'is' if len(wrong) == 1 else 'are'} not for "
+                "word2vec: it learns its own vocabulary of words, trains whole passes over the "
+                "corpus (--epochs) and has no sequences or model presets"
+            )
+        arguments.epochs = 5 if arguments.epochs is None else arguments.epochs
+        return
+    wrong = [flag for flag in WORD2VEC_FLAGS if flag in given]
+    if wrong:
+        raise SystemExit(
+            f"error: {', '.join(wrong)} {'is' if len(wrong) == 1 else 'are'} for word2vec"
+        )
+    defaults = {"steps": 200, "epochs": 2, "batch_size": 32, "learning_rate": 5e-4}
+    for name, value in defaults.items():
+        if getattr(arguments, name) is None:
+            setattr(arguments, name, value)
+    if arguments.pretrained:
+        if model not in PRETRAINED_MODELS:
+            raise SystemExit(
+                f"error: --pretrained continues {', '.join(PRETRAINED_MODELS)} checkpoints, "
+                f"not {model}"
+            )
+        wrong = [flag for flag in FOLDER_GIVES if flag in given]
+        if wrong:
+            raise SystemExit(
+                f"error: {', '.join(wrong)} cannot go with --pretrained: the folder gives the "
+                "tokenizer and the model's configuration"
+            )
+    if arguments.preset is None:
+        arguments.preset = DEFAULT_PRESETS[model]
+    kind = PAPER_TOKENIZERS.get(model, "wordpiece")
+    if arguments.vocab:  # the file says which
+        kind = "wordpiece"
+        if arguments.vocab.endswith(".model"):
+            kind = "sentencepiece"
+        elif arguments.vocab.endswith(".json"):
+            kind = "bpe"
+        if arguments.tokenizer not in (None, kind):
+            raise SystemExit(
+                f"error: --vocab {arguments.vocab} is a {kind} vocabulary (a .model file is "
+                f"SentencePiece, a .json GPT-2's BPE, any other a WordPiece vocab.txt), not "
+                f"--tokenizer {arguments.tokenizer}"
+            )
+    arguments.tokenizer = arguments.tokenizer or kind
+    if arguments.tokenizer == "bpe" and model not in ("gpt", "elmo"):
+        raise SystemExit(
+            f"error: --tokenizer bpe has no [CLS] nor [MASK] token: it is for gpt and elmo, "
+            f"not {model}"
+        )
+    if arguments.preset not in PRESETS[model]:
+        raise SystemExit(f"error: --preset must be one of {', '.join(PRESETS[model])}")
+    if model == "xlnet" and arguments.objective is not None:
+        raise SystemExit("error: --objective is for bert and albert; xlnet is a permutation LM")
+    if model not in PAIR_MODELS and arguments.objective is not None:
+        raise SystemExit(
+            f"error: --objective is for bert and albert; {model} is a language model of the "
+            "next (and, for elmo, the previous) token"
+        )
+    if model != "xlnet" and (arguments.reuse_len, arguments.mem_len) != (None, None):
+        raise SystemExit("error: --reuse-len and --mem-len are for xlnet")
+
+
+def run(arguments):
+    strategy = runs.start_strategy(arguments.strategy)
+    if arguments.model == "word2vec":
+        return _run_word2vec(arguments, strategy)
+    pretrained = check_arguments(arguments, strategy)
+    from lmpipe.training.distribution import is_chief
+
+    whole = runs.read_corpus(arguments.corpus, arguments.format, arguments.max_line_bytes)
+    print(whole.describe() if hasattr(whole, "describe") else whole)
+    corpus, validation = held_out_documents(whole, arguments)
+    tokenizer = runs.run_tokenizer(arguments, corpus, chief=is_chief(strategy))
+    pipe = pretrained or _pipeline(arguments, tokenizer)
+    corpus, validation = validation_documents(pipe, whole, corpus, validation, arguments)
+    history = pipe.fit(
+        corpus,
+        batch_size=arguments.batch_size,
+        epochs=arguments.epochs,
+        steps_per_epoch=arguments.steps // arguments.epochs,
+        validation=validation,
+        strategy=strategy,
+        checkpoint_dir=os.path.join(arguments.out, "checkpoints"),
+        checkpoint_every=arguments.checkpoint_every,
+        learning_rate=arguments.learning_rate,
+        mixed_precision=arguments.mixed_precision,
+        jit_compile={"on": True, "off": False, "auto": "auto"}[arguments.xla],
+        accumulation_steps=arguments.accumulation_steps,
+        data_service=arguments.data_service,
+    )
+    pipe = runs.save_after_fit(pipe, strategy, arguments.out)
+    if pipe is None:
+        return 0
+    # With memory, XLNet evaluates batches of its training streams per replica.
+    batch_size = getattr(pipe, "batch_size", None) or arguments.batch_size
+    # The held-out documents, one pass; without them 10 batches of the training corpus.
+    evaluated, steps = (validation, None) if validation is not None else (corpus, 10)
+    what = f"the {len(validation):,} held-out documents" if steps is None else "10 batches"
+    metrics = pipe.evaluate(evaluated, batch_size=batch_size, steps=steps, verbose=0)
+    print(
+        f"Evaluation on {what}: "
+        + ", ".join(f"{name} {value:.4f}" for name, value in sorted(metrics.items()))
+    )
+    if hasattr(pipe, "baselines"):
+        baselines = pipe.baselines(evaluated, batch_size=batch_size, steps=steps)
+        print(
+            "Without context, on the same batches: "
+            + ", ".join(f"{name} {value:.4f}" for name, value in sorted(baselines.items()))
+            + " (the most frequent token; a unigram model; chance)"
+        )
+        fill_mask_examples(pipe, evaluated)
+    runs.export_once(pipe, arguments, trained=bool(history.history))
+    return 0
+
+
+def check_arguments(arguments, strategy):
+    """Check every option that can be checked without the corpus, before any work: steps
+    and epochs, the training options, the batch size against the replicas, and the pipeline's
+    own options (sequence length against the preset's positions, ...), the latter by making
+    the pipeline with a stand-in vocabulary of the special tokens. Returns the pipeline of
+    `--pretrained` (made from its folder), None without it."""
+    from lmpipe.tokenizers.byte_pair import MIN_VOCABULARY as MIN_BYTE_PAIR_VOCABULARY
+    from lmpipe.tokenizers.sentence_piece_trainer import minimum_vocab_size
+    from lmpipe.tokenizers.wordpiece import MIN_LEARNED_TOKENS, SPECIAL_TOKENS, WordPieceTokenizer
+    from lmpipe.training.distribution import per_replica_batch_size
+    from lmpipe.training.loop import check_training_values
+
+    flags.check_steps(arguments.steps, arguments.epochs)
+    flags.check_positive(accumulation_steps=arguments.accumulation_steps)
+    minimum = len(SPECIAL_TOKENS) + MIN_LEARNED_TOKENS
+    if arguments.tokenizer == "sentencepiece":
+        minimum = minimum_vocab_size("xlnet" if arguments.model == "xlnet" else "albert")
+    if arguments.tokenizer == "bpe":
+        minimum = MIN_BYTE_PAIR_VOCABULARY
+    if arguments.vocab is None and arguments.vocab_size < minimum:
+        raise SystemExit(
+            f"error: --vocab-size must be at least {minimum}, got {arguments.vocab_size}"
+        )
+    try:
+        check_training_values(
+            learning_rate=arguments.learning_rate,
+            checkpoint_every=arguments.checkpoint_every,
+            mixed_precision=arguments.mixed_precision,
+            data_service=arguments.data_service,
+        )
+        per_replica_batch_size(strategy, arguments.batch_size)
+        pretrained = _pretrained_pipeline(arguments) if arguments.pretrained else None
+        pipe = pretrained or _pipeline(arguments, WordPieceTokenizer([*SPECIAL_TOKENS, "a"]))
+    except ValueError as error:
+        raise SystemExit(f"error: {flags.as_flags(str(error))}") from None
+    mem_len = getattr(pipe.options, "mem_len", 0)
+    if mem_len and arguments.accumulation_steps > 1:
+        raise SystemExit(
+            f"error: --accumulation-steps {arguments.accumulation_steps} with XLNet's memory "
+            f"(--mem-len {mem_len}): the memory keeps one row per stream of a batch; give "
+            "--mem-len 0 or --accumulation-steps 1"
+        )
+    if mem_len and arguments.data_service is not None:
+        raise SystemExit(
+            f"error: --data-service with XLNet's memory (--mem-len {mem_len}): the memory needs "
+            "each stream's batches in order, which the service's workers do not keep; give "
+            "--mem-len 0 or train without --data-service"
+        )
+    runs.check_tokenizer_source(arguments)
+    return pretrained
+
+
+def _model_config(kind, preset, tokenizer, seq_len):
+    from lmpipe import models
+
+    simple = {"xlnet": models.XLNetConfig, "gpt": models.GptConfig, "elmo": models.ElmoConfig}
+    if kind in simple:
+        # GPT's positions are the preset's (a longer --seq-len is refused by the pipeline);
+        # XLNet's are relative and ELMo's LSTMs have none.
+        return getattr(simple[kind], preset)(vocabulary_size=tokenizer.vocabulary_size)
+    config_class = models.AlbertConfig if kind == "albert" else models.BertConfig
+    # A position table for seq_len (at least 128), never more than the preset has: a longer
+    # --seq-len is refused by the pipeline rather than given a table of any size.
+    positions = getattr(config_class, preset)().max_sequence_length
+    return getattr(config_class, preset)(
+        vocabulary_size=tokenizer.vocabulary_size,
+        max_sequence_length=min(max(seq_len, 128), positions),
+    )
+
+
+def _pretrained_pipeline(arguments):
+    """The pipeline of `--pretrained`: a Hugging Face folder's tokenizer, configuration and
+    weights, with the command's options (a ValueError naming what does not fit)."""
+    from lmpipe.interop.hf.pretrained import checkpoint_model_type
+    from lmpipe.pipelines import (
+        AlbertPretraining,
+        BertPretraining,
+        GptPretraining,
+        XLNetPretraining,
+    )
+
+    families = {
+        "bert": BertPretraining,
+        "albert": AlbertPretraining,
+        "xlnet": XLNetPretraining,
+        "gpt": GptPretraining,
+    }
+    found = checkpoint_model_type(arguments.pretrained)
+    if found != {"gpt": "gpt2"}.get(arguments.model, arguments.model):
+        raise ValueError(
+            f"`pretrained` {arguments.pretrained} holds a {found!r} checkpoint, not "
+            f"{arguments.model}"
+        )
+    options = {"seq_len": arguments.seq_len, "seed": arguments.seed}
+    if arguments.model in PAIR_MODELS:
+        options["objective"] = arguments.objective
+    if arguments.model == "xlnet":
+        reuse_len = arguments.seq_len // 2 if arguments.reuse_len is None else arguments.reuse_len
+        options.update(reuse_len=reuse_len or None, mem_len=arguments.mem_len)
+    return families[arguments.model].from_pretrained(arguments.pretrained, **options)
+
+
+def _pipeline(arguments, tokenizer):
+    """The pretraining pipeline the options describe, for `tokenizer`."""
+    from lmpipe.pipelines import (
+        AlbertPretraining,
+        BertPretraining,
+        ElmoPretraining,
+        GptPretraining,
+        XLNetPretraining,
+    )
+
+    config = _model_config(arguments.model, arguments.preset, tokenizer, arguments.seq_len)
+    if arguments.model in ("gpt", "elmo"):
+        pipeline_class = GptPretraining if arguments.model == "gpt" else ElmoPretraining
+        return pipeline_class(tokenizer, config, seq_len=arguments.seq_len, seed=arguments.seed)
+    if arguments.model == "xlnet":
+        reuse_len = arguments.reuse_len
+        if reuse_len is None:
+            reuse_len = arguments.seq_len // 2
+        return XLNetPretraining(
+            tokenizer,
+            seq_len=arguments.seq_len,
+            seed=arguments.seed,
+            reuse_len=reuse_len or None,
+            mem_len=arguments.mem_len,
+            config=config,
+        )
+    pipeline_class = AlbertPretraining if arguments.model == "albert" else BertPretraining
+    return pipeline_class(
+        tokenizer,
+        config,
+        seq_len=arguments.seq_len,
+        objective=arguments.objective,
+        seed=arguments.seed,
+    )
+
+
+def fill_mask_examples(pipe, corpus, examples=3):
+    """Print what the model puts in place of one word in a few sentences of `corpus` (that
+    fit in `seq_len`): the longest word of the sentence that is a single token."""
+    tokenizer, texts, answers = pipe.tokenizer, [], []
+    for document in corpus.iter_documents():
+        sentence = document[len(document) // 2]
+        words = sentence.split()
+        if len(tokenizer.tokenize(sentence).numpy()) + 2 > pipe.options.seq_len:
+            continue
+        pieces = tokenizer.tokenize([word.strip(".,;:!?'\"") for word in words]).to_list()
+        single = [i for i, word_pieces in enumerate(pieces) if len(word_pieces) == 1]
+        if not single or len(words) < 4:
+            continue
+        chosen = max(single, key=lambda i: len(words[i].strip(".,;:!?'\"")))
+        word = words[chosen].strip(".,;:!?'\"")
+        masked = words[chosen].replace(word, "[MASK]", 1)
+        texts.append(" ".join(words[:chosen] + [masked] + words[chosen + 1 :]))
+        answers.append(tokenizer.id_to_token(pieces[chosen][0]))
+        if len(texts) == examples:
+            break
+    if not texts:
+        return
+    filled = pipe.fill_mask(texts, top_k=3)
+    for text, answer, (predictions,) in zip(texts, answers, filled, strict=True):
+        best = ", ".join(f"{p['token']} {p['score']:.2f}" for p in predictions)
+        print(f"  {text}\n    [MASK] = {answer}; the model: {best}")
+
+
+def _run_word2vec(arguments, strategy):
+    from lmpipe.kernels import KernelUnavailableError
+    from lmpipe.pipelines import Word2Vec
+
+    names = ("method", "vector_size", "window", "min_count", "negative", "update")
+    options = {name: getattr(arguments, name) for name in names}
+    options["alpha"] = arguments.learning_rate
+    options = {name: value for name, value in options.items() if value is not None}
+    if arguments.epochs < 1:
+        raise SystemExit(f"error: --epochs must be positive, got --epochs {arguments.epochs}")
+    try:
+        if arguments.batch_size is not None:
+            from lmpipe.training.distribution import per_replica_batch_size
+
+            per_replica_batch_size(strategy, arguments.batch_size)
+        pipe = Word2Vec(seed=arguments.seed, lower_case=not arguments.cased, **options)
+        if arguments.update == "sequential":  # refused here rather than after the corpus
+            pipe.sequential_update(strategy)
+    except (ValueError, KernelUnavailableError) as error:
+        message = str(error).replace("Word2Vec(update='sequential')", "--update sequential")
+        message = message.replace("update='batched' (or 'auto')", "--update batched (or auto)")
+        raise SystemExit(f"error: {flags.as_flags(message)}") from None
+    corpus = runs.read_corpus(arguments.corpus, arguments.format, arguments.max_line_bytes)
+    print(corpus.describe() if hasattr(corpus, "describe") else corpus)
+    history = pipe.fit(
+        corpus,
+        batch_size=arguments.batch_size,
+        epochs=arguments.epochs,
+        strategy=strategy,
+        checkpoint_dir=os.path.join(arguments.out, "checkpoints"),
+    )
+    words = f" ({len(pipe.vocabulary):,} words)"
+    pipe = runs.save_after_fit(pipe, strategy, arguments.out, words)
+    if pipe is None:
+        return 0
+    metrics = pipe.evaluate(corpus, steps=10)
+    print("Evaluation on 10 batches: " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
+    runs.export_once(pipe, arguments, trained=bool(history.history))
+    return 0
