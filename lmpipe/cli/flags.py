@@ -8,7 +8,14 @@ library only: the command line is parsed and checked before TensorFlow is import
 
 import argparse
 
+MODEL_NAMES = ("bert", "albert", "xlnet", "gpt", "elmo")
+"""The model families of `lmpipe pretrain` and `lmpipe summarize`, as they declare their names
+(`lmpipe.pipelines.families.MODELS`, which a test holds this equal to): argparse needs the
+choices before TensorFlow, which the families import, may be."""
+
+
 OPTION_FLAGS = {
+    "preset": "--preset",
     "pretrained": "--pretrained",
     "worker_addresses": "--worker-addresses",
     "workers": "--workers",

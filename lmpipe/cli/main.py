@@ -71,9 +71,10 @@ def main(argv=None):
         extra = [text for text in extra if text.startswith("-")]
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    if arguments.command == "pretrain":
-        pretrain.resolve_flags(arguments, sys.argv[1:] if argv is None else list(argv))
     check_paths(arguments)  # before TensorFlow starts and any data is read
+    if arguments.command == "pretrain":
+        # The families' rules: after the paths, as they import the families (TensorFlow).
+        pretrain.resolve_flags(arguments, sys.argv[1:] if argv is None else list(argv))
     # The flags given (defaults that depend on the data may yield to them).
     given = sys.argv[1:] if argv is None else list(argv)
     arguments.flags_given = {argument.split("=", 1)[0] for argument in given}

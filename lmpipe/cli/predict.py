@@ -72,7 +72,7 @@ def run(arguments):
     if not texts:
         raise SystemExit("error: no text to predict: give texts as arguments or on stdin")
     pipe = runs.load_pipeline(directory)
-    supported = [name for name in PREDICTIONS if hasattr(pipe, name)]
+    supported = list(type(pipe).predictions)  # what the family declares it predicts
     if not supported:
         raise SystemExit(
             f"error: a {type(pipe).__name__} pipeline has nothing to predict from text; "

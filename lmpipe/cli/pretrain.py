@@ -6,30 +6,6 @@ import os
 from lmpipe.cli import flags, runs
 from lmpipe.cli.held_out import held_out_documents, validation_documents
 
-PRESETS = {
-    "bert": ("tiny", "mini", "small", "base", "large"),
-    "albert": ("tiny", "base", "large", "xlarge", "xxlarge"),
-    "xlnet": ("tiny", "base"),
-    "gpt": ("tiny", "small", "medium"),
-    "elmo": ("tiny", "small", "medium", "original"),
-}
-
-
-DEFAULT_PRESETS = {"bert": "mini", "albert": "tiny", "xlnet": "tiny", "gpt": "tiny", "elmo": "tiny"}
-
-
-PAPER_TOKENIZERS = {"albert": "sentencepiece", "xlnet": "sentencepiece", "gpt": "bpe"}
-"""The tokenizers of the models' papers (the others default to WordPiece)."""
-
-
-PAIR_MODELS = ("bert", "albert")
-"""The models with a sentence-pair objective (`--objective`)."""
-
-
-PRETRAINED_MODELS = ("bert", "albert", "xlnet", "gpt")
-"""The models whose pretraining continues from a Hugging Face folder (`--pretrained`)."""
-
-
 FOLDER_GIVES = ("--tokenizer", "--vocab", "--vocab-size", "--cased", "--preset")
 """The flags a `--pretrained` folder answers (its tokenizer and configuration)."""
 
@@ -74,7 +50,7 @@ def add_parser(commands, common):
         description="Pretrain on --corpus (default: the bundled Shakespeare plays). Running the "
         "same command again after an interruption resumes from the last checkpoint.",
     )
-    pretrain.add_argument("model", choices=[*PRESETS, "word2vec"])
+    pretrain.add_argument("model", choices=[*flags.MODEL_NAMES, "word2vec"])
     pretrain.add_argument("--corpus", default=None, help="file glob (default: Shakespeare)")
     pretrain.add_argument(
         "--format",
@@ -207,10 +183,14 @@ def add_parser(commands, common):
 
 
 def resolve_flags(arguments, argv):
-    """Check which flags go with `arguments.model` and fill the defaults that depend on it."""
+    """Check which flags go with `arguments.model` and fill the defaults that depend on it,
+    as the family declares them (`lmpipe.pipelines.families`)."""
+    from lmpipe.pipelines.families import PRETRAINING, families_where
+
     given = {argument.split("=", 1)[0] for argument in argv if argument.startswith("--")}
     model = arguments.model
-    if model == "word2vec":
+    family = PRETRAINING[model].command_line
+    if family.config_class is None:  # word2vec
         wrong = [flag for flag in NOT_FOR_WORD2VEC if flag in given]
         if wrong:
             raise SystemExit(
@@ -230,10 +210,10 @@ def resolve_flags(arguments, argv):
         if getattr(arguments, name) is None:
             setattr(arguments, name, value)
     if arguments.pretrained:
-        if model not in PRETRAINED_MODELS:
+        if family.checkpoint_type is None:
+            continued = families_where(lambda declared: declared.checkpoint_type)
             raise SystemExit(
-                f"error: --pretrained continues {', '.join(PRETRAINED_MODELS)} checkpoints, "
-                f"not {model}"
+                f"error: --pretrained continues {', '.join(continued)} checkpoints, not {model}"
             )
         wrong = [flag for flag in FOLDER_GIVES if flag in given]
         if wrong:
@@ -242,8 +222,8 @@ def resolve_flags(arguments, argv):
                 "tokenizer and the model's configuration"
             )
     if arguments.preset is None:
-        arguments.preset = DEFAULT_PRESETS[model]
-    kind = PAPER_TOKENIZERS.get(model, "wordpiece")
+        arguments.preset = family.default_preset
+    kind = family.tokenizer
     if arguments.vocab:  # the file says which
         kind = "wordpiece"
         if arguments.vocab.endswith(".model"):
@@ -257,27 +237,30 @@ def resolve_flags(arguments, argv):
                 f"--tokenizer {arguments.tokenizer}"
             )
     arguments.tokenizer = arguments.tokenizer or kind
-    if arguments.tokenizer == "bpe" and model not in ("gpt", "elmo"):
-        raise SystemExit(
-            f"error: --tokenizer bpe has no [CLS] nor [MASK] token: it is for gpt and elmo, "
-            f"not {model}"
+    if arguments.tokenizer == "bpe" and family.uses_mask_token:
+        without = families_where(
+            lambda declared: declared.config_class and not declared.uses_mask_token
         )
-    if arguments.preset not in PRESETS[model]:
-        raise SystemExit(f"error: --preset must be one of {', '.join(PRESETS[model])}")
-    if model == "xlnet" and arguments.objective is not None:
-        raise SystemExit("error: --objective is for bert and albert; xlnet is a permutation LM")
-    if model not in PAIR_MODELS and arguments.objective is not None:
         raise SystemExit(
-            f"error: --objective is for bert and albert; {model} is a language model of the "
-            "next (and, for elmo, the previous) token"
+            f"error: --tokenizer bpe has no [CLS] nor [MASK] token: it is for "
+            f"{' and '.join(without)}, not {model}"
         )
-    if model != "xlnet" and (arguments.reuse_len, arguments.mem_len) != (None, None):
-        raise SystemExit("error: --reuse-len and --mem-len are for xlnet")
+    presets = family.config_class.preset_names()
+    if arguments.preset not in presets:
+        raise SystemExit(f"error: --preset must be one of {', '.join(presets)}")
+    if not family.pair_objective and arguments.objective is not None:
+        pairs = families_where(lambda declared: declared.pair_objective)
+        raise SystemExit(
+            f"error: --objective is for {' and '.join(pairs)}; {model} is {family.objective}"
+        )
+    if not family.memory and (arguments.reuse_len, arguments.mem_len) != (None, None):
+        memory = families_where(lambda declared: declared.memory)
+        raise SystemExit(f"error: --reuse-len and --mem-len are for {' and '.join(memory)}")
 
 
 def run(arguments):
     strategy = runs.start_strategy(arguments.strategy)
-    if arguments.model == "word2vec":
+    if _family(arguments).command_line.config_class is None:
         return _run_word2vec(arguments, strategy)
     pretrained = check_arguments(arguments, strategy)
     from lmpipe.training.distribution import is_chief
@@ -344,7 +327,7 @@ def check_arguments(arguments, strategy):
     flags.check_positive(accumulation_steps=arguments.accumulation_steps)
     minimum = len(SPECIAL_TOKENS) + MIN_LEARNED_TOKENS
     if arguments.tokenizer == "sentencepiece":
-        minimum = minimum_vocab_size("xlnet" if arguments.model == "xlnet" else "albert")
+        minimum = minimum_vocab_size(_family(arguments).command_line.sentence_piece_layout)
     if arguments.tokenizer == "bpe":
         minimum = MIN_BYTE_PAIR_VOCABULARY
     if arguments.vocab is None and arguments.vocab_size < minimum:
@@ -380,90 +363,35 @@ def check_arguments(arguments, strategy):
     return pretrained
 
 
-def _model_config(kind, preset, tokenizer, seq_len):
-    from lmpipe import models
+def _family(arguments):
+    """The pipeline class of `lmpipe pretrain MODEL`."""
+    from lmpipe.pipelines.families import PRETRAINING
 
-    simple = {"xlnet": models.XLNetConfig, "gpt": models.GptConfig, "elmo": models.ElmoConfig}
-    if kind in simple:
-        # GPT's positions are the preset's (a longer --seq-len is refused by the pipeline);
-        # XLNet's are relative and ELMo's LSTMs have none.
-        return getattr(simple[kind], preset)(vocabulary_size=tokenizer.vocabulary_size)
-    config_class = models.AlbertConfig if kind == "albert" else models.BertConfig
-    # A position table for seq_len (at least 128), never more than the preset has: a longer
-    # --seq-len is refused by the pipeline rather than given a table of any size.
-    positions = getattr(config_class, preset)().max_sequence_length
-    return getattr(config_class, preset)(
-        vocabulary_size=tokenizer.vocabulary_size,
-        max_sequence_length=min(max(seq_len, 128), positions),
-    )
+    return PRETRAINING[arguments.model]
 
 
 def _pretrained_pipeline(arguments):
     """The pipeline of `--pretrained`: a Hugging Face folder's tokenizer, configuration and
     weights, with the command's options (a ValueError naming what does not fit)."""
     from lmpipe.interop.hf.pretrained import checkpoint_model_type
-    from lmpipe.pipelines import (
-        AlbertPretraining,
-        BertPretraining,
-        GptPretraining,
-        XLNetPretraining,
-    )
 
-    families = {
-        "bert": BertPretraining,
-        "albert": AlbertPretraining,
-        "xlnet": XLNetPretraining,
-        "gpt": GptPretraining,
-    }
+    family = _family(arguments)
     found = checkpoint_model_type(arguments.pretrained)
-    if found != {"gpt": "gpt2"}.get(arguments.model, arguments.model):
+    if found != family.command_line.checkpoint_type:
         raise ValueError(
             f"`pretrained` {arguments.pretrained} holds a {found!r} checkpoint, not "
             f"{arguments.model}"
         )
-    options = {"seq_len": arguments.seq_len, "seed": arguments.seed}
-    if arguments.model in PAIR_MODELS:
-        options["objective"] = arguments.objective
-    if arguments.model == "xlnet":
-        reuse_len = arguments.seq_len // 2 if arguments.reuse_len is None else arguments.reuse_len
-        options.update(reuse_len=reuse_len or None, mem_len=arguments.mem_len)
-    return families[arguments.model].from_pretrained(arguments.pretrained, **options)
+    options = family.command_line.options(arguments)
+    return family.from_pretrained(arguments.pretrained, **options)
 
 
 def _pipeline(arguments, tokenizer):
     """The pretraining pipeline the options describe, for `tokenizer`."""
-    from lmpipe.pipelines import (
-        AlbertPretraining,
-        BertPretraining,
-        ElmoPretraining,
-        GptPretraining,
-        XLNetPretraining,
-    )
-
-    config = _model_config(arguments.model, arguments.preset, tokenizer, arguments.seq_len)
-    if arguments.model in ("gpt", "elmo"):
-        pipeline_class = GptPretraining if arguments.model == "gpt" else ElmoPretraining
-        return pipeline_class(tokenizer, config, seq_len=arguments.seq_len, seed=arguments.seed)
-    if arguments.model == "xlnet":
-        reuse_len = arguments.reuse_len
-        if reuse_len is None:
-            reuse_len = arguments.seq_len // 2
-        return XLNetPretraining(
-            tokenizer,
-            seq_len=arguments.seq_len,
-            seed=arguments.seed,
-            reuse_len=reuse_len or None,
-            mem_len=arguments.mem_len,
-            config=config,
-        )
-    pipeline_class = AlbertPretraining if arguments.model == "albert" else BertPretraining
-    return pipeline_class(
-        tokenizer,
-        config,
-        seq_len=arguments.seq_len,
-        objective=arguments.objective,
-        seed=arguments.seed,
-    )
+    family = _family(arguments)
+    declared = family.command_line
+    config = declared.preset_config(arguments.preset, tokenizer.vocabulary_size, arguments.seq_len)
+    return family(tokenizer, config=config, **declared.options(arguments))
 
 
 def fill_mask_examples(pipe, corpus, examples=3):
@@ -496,12 +424,8 @@ def fill_mask_examples(pipe, corpus, examples=3):
 
 def _run_word2vec(arguments, strategy):
     from lmpipe.kernels import KernelUnavailableError
-    from lmpipe.pipelines import Word2Vec
 
-    names = ("method", "vector_size", "window", "min_count", "negative", "update")
-    options = {name: getattr(arguments, name) for name in names}
-    options["alpha"] = arguments.learning_rate
-    options = {name: value for name, value in options.items() if value is not None}
+    family = _family(arguments)
     if arguments.epochs < 1:
         raise SystemExit(f"error: --epochs must be positive, got --epochs {arguments.epochs}")
     try:
@@ -509,7 +433,7 @@ def _run_word2vec(arguments, strategy):
             from lmpipe.training.distribution import per_replica_batch_size
 
             per_replica_batch_size(strategy, arguments.batch_size)
-        pipe = Word2Vec(seed=arguments.seed, lower_case=not arguments.cased, **options)
+        pipe = family(**family.command_line.options(arguments))
         if arguments.update == "sequential":  # refused here rather than after the corpus
             pipe.sequential_update(strategy)
     except (ValueError, KernelUnavailableError) as error:

@@ -141,7 +141,9 @@ def new_tokenizer(arguments, corpus):
     if arguments.vocab:
         return WordPieceTokenizer.from_vocab_file(arguments.vocab, lower_case=lower_case)
     if sentence_piece:
-        layout = "xlnet" if arguments.model == "xlnet" else "albert"
+        from lmpipe.pipelines.families import PRETRAINING
+
+        layout = PRETRAINING[arguments.model].command_line.sentence_piece_layout
         print(
             f"Learning a {arguments.vocab_size}-piece SentencePiece model (unigram, {layout}'s "
             "special tokens) from the corpus..."

@@ -1,6 +1,6 @@
 """`lmpipe summarize MODEL`: build a model of a preset and print its layers and parameters."""
 
-from lmpipe.cli import flags, pretrain
+from lmpipe.cli import flags
 
 
 def add_parser(commands, common):
@@ -11,29 +11,24 @@ def add_parser(commands, common):
         formatter_class=flags.Help,
         help="build a model and print its layers",
     )
-    summarize.add_argument("model", choices=list(pretrain.PRESETS))
+    summarize.add_argument("model", choices=list(flags.MODEL_NAMES))
     summarize.add_argument("--preset", default=None, help="default: base (gpt and elmo: small)")
     summarize.set_defaults(run=run)
 
 
 def run(arguments):
-    from lmpipe import models
+    """Build the model of `--preset` (default: the published model's) and summarize it."""
+    from lmpipe.models import count_parameters
+    from lmpipe.pipelines.families import MODELS
 
-    config_class, builder = {
-        "bert": (models.BertConfig, models.bert),
-        "albert": (models.AlbertConfig, models.albert),
-        "xlnet": (models.XLNetConfig, models.xlnet),
-        "gpt": (models.GptConfig, models.gpt),
-        "elmo": (models.ElmoConfig, models.elmo),
-    }[arguments.model]
+    declared = MODELS[arguments.model].command_line
     if arguments.preset is None:
-        arguments.preset = "small" if arguments.model in ("gpt", "elmo") else "base"
-    if arguments.preset not in pretrain.PRESETS[arguments.model]:
-        raise SystemExit(
-            f"error: --preset {arguments.preset!r} is not a preset of {config_class.__name__}: "
-            f"choose from {', '.join(pretrain.PRESETS[arguments.model])}"
-        )
-    model = builder(getattr(config_class, arguments.preset)())
+        arguments.preset = declared.published_preset
+    try:
+        config = declared.config_class.from_preset(arguments.preset)
+    except ValueError as error:
+        raise SystemExit(f"error: {flags.as_flags(str(error))}") from None
+    model = declared.build_model(config)
     model.summary(expand_nested=False)
-    print(f"{arguments.model}-{arguments.preset}: {models.count_parameters(model):,} parameters")
+    print(f"{arguments.model}-{arguments.preset}: {count_parameters(model):,} parameters")
     return 0

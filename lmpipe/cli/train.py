@@ -5,11 +5,6 @@ import os
 
 from lmpipe.cli import flags, runs
 
-RNN_PRESETS = ("tiny", "sutskever", "cho", "bahdanau", "luong")
-
-
-TRANSFORMER_PRESETS = ("tiny", "base", "big")
-
 
 def add_parser(commands, common):
     """Add `lmpipe train` to the `commands` sub-parsers."""
@@ -147,19 +142,18 @@ def _translation_pipeline(arguments):
     """The `Translation` pipeline the `lmpipe train translation` flags describe."""
     import dataclasses
 
-    from lmpipe.models import RnnSeq2SeqConfig, TransformerConfig
     from lmpipe.pipelines import Translation
 
     rnn = arguments.arch == "rnn"
-    presets = RNN_PRESETS if rnn else TRANSFORMER_PRESETS
+    config_class = Translation.architectures[arguments.arch]
+    presets = config_class.preset_names()
     if arguments.preset not in presets:
         raise SystemExit(
             f"error: --preset for --arch {arguments.arch}: one of {', '.join(presets)}"
         )
     if arguments.attention is not None and not rnn:
         raise SystemExit("error: --attention is for --arch rnn")
-    config_class = RnnSeq2SeqConfig if rnn else TransformerConfig
-    config = getattr(config_class, arguments.preset)()
+    config = config_class.from_preset(arguments.preset)
     if arguments.attention == "none":
         config = dataclasses.replace(config, form="context")
     elif arguments.attention is not None:

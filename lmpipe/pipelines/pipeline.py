@@ -129,6 +129,9 @@ class Pipeline:
     default_epochs = 1
     # How `fit` and `evaluate` name the data in errors.
     data_name = "the corpus"
+    # The methods that predict from texts (`fill_mask`, `classify`, ...): what `lmpipe
+    # predict` offers for the family, the first its default.
+    predictions = ()
 
     _families = {}
 
@@ -508,6 +511,7 @@ class EncoderPipeline(TokenizerPipeline):
     `packing_layout` way: BERT, ALBERT, XLNet and the classifier. Adds `embed`."""
 
     packing_layout = "bert"
+    predictions = ("embed",)
 
     @property
     def encoder(self):
