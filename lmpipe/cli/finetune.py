@@ -3,6 +3,7 @@ words (tokens) or answer questions from a passage (spans), then save, test and e
 
 import argparse
 import os
+import typing
 
 from lmpipe.cli import flags, runs
 
@@ -374,14 +375,11 @@ def _check_shared_flags(arguments):
 
 
 def _labelled_splits(arguments):
-    """`(train, validation or None, test, class names)` for `lmpipe finetune`: the examples
-    of `--train` (with `--validation` and `--test`, or a test split drawn with --held-out),
-    or, without `--train`, the SpamAssassin demo."""
-    files = {"--validation": arguments.validation, "--test": arguments.test}
+    """`(train, validation or None, test, class names)` for `lmpipe finetune classify`: the
+    examples of `--train` (with `--validation` and `--test`, or a test split drawn with
+    --held-out), or, without `--train`, the SpamAssassin demo."""
     if arguments.train is None:
-        given = [flag for flag, value in files.items() if value is not None]
-        if given:
-            raise SystemExit(f"error: {', '.join(given)} go with --train")
+        _check_demo(arguments)
         if arguments.spam_assassin is None:
             raise SystemExit(
                 "error: give --train FILE (CSV, TSV or JSONL), or for the demo --spam-assassin "
@@ -398,82 +396,31 @@ def _labelled_splits(arguments):
             f"SpamAssassin: {len(corpus):,} messages ({corpus.labels.count('spam'):,} spam; "
             f"{corpus.duplicates:,} repeated texts left out)"
         )
-        return _report_splits(_limited(train, arguments), None, test, corpus.class_names)
-    from lmpipe.datasets import read_labelled
+        validation, class_names = None, corpus.class_names
+    else:
+        from lmpipe.datasets import read_labelled
 
-    def read(path):
-        return read_labelled(
-            path,
-            text=arguments.text_column,
-            label=arguments.label_column,
-            text_pair=arguments.pair_column,
-            format=arguments.format,
-        )
-
-    try:
-        train = read(arguments.train)
-        # The classes of the whole file, before a test split is drawn from it.
-        class_names = train.class_names
-        if len(class_names) < 2:
-            raise SystemExit(
-                f"error: {train.path} has one label ({class_names[0]}): nothing to learn"
+        def read(path):
+            return read_labelled(
+                path,
+                text=arguments.text_column,
+                label=arguments.label_column,
+                text_pair=arguments.pair_column,
+                format=arguments.format,
             )
-        validation = read(arguments.validation) if arguments.validation else None
-        if arguments.test:
-            test = read(arguments.test)
-        else:
-            train, test = train.split(arguments.held_out, seed=arguments.seed)
-    except (OSError, ValueError) as error:
-        raise SystemExit(f"error: {flags.as_flags(str(error))}") from None
-    for split in (validation, test):
-        unknown = sorted(set(split.labels) - set(class_names)) if split else []
-        if unknown:
-            raise SystemExit(
-                f"error: {split.path} has labels that --train does not: {', '.join(unknown)}"
-            )
-    return _report_splits(_limited(train, arguments), validation, test, class_names)
 
-
-def _limited(train, arguments):
-    """The training examples, or `--limit` of them drawn at random (with --seed)."""
-    if arguments.limit is None or arguments.limit >= len(train):
-        return train
-    return train.split(arguments.limit, seed=arguments.seed)[1]
-
-
-def _report_splits(train, validation, test, class_names):
-    print(
-        f"{len(train):,} examples to train on, {len(test):,} to test"
-        + (f", {len(validation):,} to validate" if validation else "")
-        + f"; classes: {', '.join(class_names)}"
-    )
+        train, validation, test, class_names = _file_splits(arguments, read, LABELS)
+    train = _limited(train, arguments)
+    _report_splits(train, validation, test, class_names, LABELS)
     return train.examples, validation and validation.examples, test.examples, class_names
-
-
-def _most_frequent_tags(train, sentences):
-    """Each word's most frequent tag in `train` (a `TaggedSentences`; ties: the first
-    seen), "O" for a word it does not have."""
-    import collections
-
-    counts = collections.defaultdict(collections.Counter)
-    for words, tags in zip(train.sentences, train.tags, strict=True):
-        for word, tag in zip(words, tags, strict=True):
-            counts[word][tag] += 1
-    return [
-        [counts[word].most_common(1)[0][0] if word in counts else "O" for word in words]
-        for words in sentences
-    ]
 
 
 def _tagged_splits(arguments):
     """`(train, validation or None, test, tag names)` as `TaggedSentences` for `lmpipe
     finetune tokens`: the sentences of `--train` (with `--validation` and `--test`, or a test
     split drawn with --held-out), or, without `--train`, the Shakespeare names demo."""
-    files = {"--validation": arguments.validation, "--test": arguments.test}
     if arguments.train is None:
-        given = [flag for flag, value in files.items() if value is not None]
-        if given:
-            raise SystemExit(f"error: {', '.join(given)} go with --train")
+        _check_demo(arguments)
         from lmpipe.datasets import shakespeare_names
 
         genres = arguments.genres.split(",") if arguments.genres else None
@@ -499,12 +446,45 @@ def _tagged_splits(arguments):
             tags_field=arguments.tags_field,
         )
 
+    train, validation, test, tag_names = _file_splits(arguments, read, TAGS)
+    _report_splits(train, validation, test, tag_names, TAGS)
+    return train, validation, test, tag_names
+
+
+class _Kind(typing.NamedTuple):
+    """What the files of a task hold: the word for a class, the classes of a file, the word
+    for its items, and the heading of the classes in the report."""
+
+    name: str
+    names: typing.Callable
+    items: str
+    heading: str
+
+
+LABELS = _Kind("label", lambda split: split.class_names, "examples", "classes")
+TAGS = _Kind("tag", lambda split: split.tag_names, "sentences", "tags")
+
+
+def _check_demo(arguments):
+    """Refuse --validation and --test without --train (a demo draws its own splits)."""
+    files = {"--validation": arguments.validation, "--test": arguments.test}
+    given = [flag for flag, value in files.items() if value is not None]
+    if given:
+        raise SystemExit(f"error: {', '.join(given)} go with --train")
+
+
+def _file_splits(arguments, read, kind):
+    """`(train, validation or None, test, names)` read with `read` from --train, --validation
+    and --test, or a test split drawn from --train with --held-out: the classes (or tags) of
+    the whole --train file, which the other files may not go beyond."""
     try:
         train = read(arguments.train)
-        # The tags of the whole file, before a test split is drawn from it.
-        tag_names = train.tag_names
-        if len(tag_names) < 2:
-            raise SystemExit(f"error: {train.path} has one tag ({tag_names[0]}): nothing to learn")
+        # The classes of the whole file, before a test split is drawn from it.
+        names = kind.names(train)
+        if len(names) < 2:
+            raise SystemExit(
+                f"error: {train.path} has one {kind.name} ({names[0]}): nothing to learn"
+            )
         validation = read(arguments.validation) if arguments.validation else None
         if arguments.test:
             test = read(arguments.test)
@@ -513,17 +493,42 @@ def _tagged_splits(arguments):
     except (OSError, ValueError) as error:
         raise SystemExit(f"error: {flags.as_flags(str(error))}") from None
     for split in (validation, test):
-        unknown = sorted(set(split.tag_names) - set(tag_names)) if split else []
+        unknown = sorted(set(kind.names(split)) - set(names)) if split else []
         if unknown:
             raise SystemExit(
-                f"error: {split.path} has tags that --train does not: {', '.join(unknown)}"
+                f"error: {split.path} has {kind.name}s that --train does not: {', '.join(unknown)}"
             )
+    return train, validation, test, names
+
+
+def _report_splits(train, validation, test, names, kind):
     print(
-        f"{len(train):,} sentences to train on, {len(test):,} to test"
+        f"{len(train):,} {kind.items} to train on, {len(test):,} to test"
         + (f", {len(validation):,} to validate" if validation else "")
-        + f"; tags: {', '.join(tag_names)}"
+        + f"; {kind.heading}: {', '.join(names)}"
     )
-    return train, validation, test, tag_names
+
+
+def _limited(train, arguments):
+    """The training examples, or `--limit` of them drawn at random (with --seed)."""
+    if arguments.limit is None or arguments.limit >= len(train):
+        return train
+    return train.split(arguments.limit, seed=arguments.seed)[1]
+
+
+def _most_frequent_tags(train, sentences):
+    """Each word's most frequent tag in `train` (a `TaggedSentences`; ties: the first
+    seen), "O" for a word it does not have."""
+    import collections
+
+    counts = collections.defaultdict(collections.Counter)
+    for words, tags in zip(train.sentences, train.tags, strict=True):
+        for word, tag in zip(words, tags, strict=True):
+            counts[word][tag] += 1
+    return [
+        [counts[word].most_common(1)[0][0] if word in counts else "O" for word in words]
+        for words in sentences
+    ]
 
 
 def _question_splits(arguments):
@@ -532,12 +537,9 @@ def _question_splits(arguments):
     contexts drawn with --held-out), or, without `--train`, the Shakespeare who-says demo."""
     from lmpipe.datasets import read_squad, shakespeare_speakers
 
-    files = {"--validation": arguments.validation, "--test": arguments.test}
     try:
         if arguments.train is None:
-            given = [flag for flag, value in files.items() if value is not None]
-            if given:
-                raise SystemExit(f"error: {', '.join(given)} go with --train")
+            _check_demo(arguments)
             train = shakespeare_speakers(seed=arguments.seed)
             # A pretrained BERT learns the demo in tens of steps at a higher rate than the
             # 5e-5 that suits a pass over SQuAD's 88,000 questions (see README).
