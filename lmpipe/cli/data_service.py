@@ -2,18 +2,17 @@
 
 from lmpipe.cli import flags
 
+HELP = "run a tf.data service (dispatcher and workers) for --data-service"
+DESCRIPTION = (
+    "Run a tf.data service dispatcher and workers until stopped (Ctrl-C or "
+    "SIGTERM); training commands given --data-service HOST:PORT have their batches built "
+    "here. With --join, run one worker for a dispatcher on another machine."
+)
+
 
 def add_parser(commands, common):
     """Add `lmpipe data-service` to the `commands` sub-parsers."""
-    service = commands.add_parser(
-        "data-service",
-        parents=[common],
-        formatter_class=flags.Help,
-        help="run a tf.data service (dispatcher and workers) for --data-service",
-        description="Run a tf.data service dispatcher and workers until stopped (Ctrl-C or "
-        "SIGTERM); training commands given --data-service HOST:PORT have their batches built "
-        "here. With --join, run one worker for a dispatcher on another machine.",
-    )
+    service = flags.add_verb(commands, "data-service", common, help=HELP, description=DESCRIPTION)
     service.add_argument(
         "--port", type=int, default=5050, help="the dispatcher's port (with --join: the worker's)"
     )
@@ -45,7 +44,7 @@ def run(arguments):
         start_worker,
     )
 
-    flags.check_positive(port=arguments.port)
+    flags.check_positive(arguments, "port")
     if arguments.workers < 0:
         raise SystemExit(f"error: --workers must be 0 or more, got {arguments.workers}")
     try:

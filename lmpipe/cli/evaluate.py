@@ -5,21 +5,18 @@ import json
 
 from lmpipe.cli import flags, runs
 
+HELP = "evaluate a saved pipeline on a corpus, TSV pairs or a labelled file"
+DESCRIPTION = (
+    "Evaluates a saved pipeline: a pretraining family or word2vec on --corpus "
+    "(default: the bundled Shakespeare), a translation model on --pairs (with BLEU), a "
+    "classifier on a --labelled file."
+)
+
 
 def add_parser(commands, common):
     """Add `lmpipe evaluate` to the `commands` sub-parsers."""
-    evaluate = commands.add_parser(
-        "evaluate",
-        parents=[common],
-        formatter_class=flags.Help,
-        help="evaluate a saved pipeline on a corpus, TSV pairs or a labelled file",
-        description="Evaluates a saved pipeline: a pretraining family or word2vec on --corpus "
-        "(default: the bundled Shakespeare), a translation model on --pairs (with BLEU), a "
-        "classifier on a --labelled file.",
-    )
-    evaluate.add_argument(
-        "run_dir", metavar="RUN", help="a saved pipeline, or the --out of a training command"
-    )
+    evaluate = flags.add_verb(commands, "evaluate", common, help=HELP, description=DESCRIPTION)
+    flags.add_run(evaluate)
     evaluate.add_argument("--corpus", default=None, help="file glob (default: Shakespeare)")
     evaluate.add_argument(
         "--format",
@@ -34,16 +31,16 @@ def add_parser(commands, common):
         help="a classifier: CSV, TSV or JSONL; a token tagger: CoNLL or JSONL (by the ending); "
         "a question answerer: SQuAD JSON or JSONL",
     )
-    evaluate.add_argument("--text-column", default="text", help="--labelled: the texts")
-    evaluate.add_argument(
-        "--pair-column", default=None, help="--labelled: the second texts, for pairs"
+    flags.add_label_columns(
+        evaluate,
+        texts="--labelled: the texts",
+        pairs="--labelled: the second texts, for pairs",
+        labels="--labelled: the labels",
     )
-    evaluate.add_argument("--label-column", default="label", help="--labelled: the labels")
-    evaluate.add_argument(
-        "--tokens-field", default="tokens", help="--labelled JSONL of a tagger: the words"
-    )
-    evaluate.add_argument(
-        "--tags-field", default="tags", help="--labelled JSONL of a tagger: the tags"
+    flags.add_tag_fields(
+        evaluate,
+        words="--labelled JSONL of a tagger: the words",
+        tags="--labelled JSONL of a tagger: the tags",
     )
     evaluate.add_argument(
         "--batch-size", type=int, default=None, help="default: the pipeline's family's"
@@ -63,7 +60,7 @@ def add_parser(commands, common):
 
 def run(arguments):
     directory = runs.require_saved_pipeline(arguments.run_dir)
-    flags.check_positive(batch_size=arguments.batch_size, steps=arguments.steps)
+    flags.check_positive(arguments, "batch_size", "steps")
     pipe = runs.load_pipeline(directory)
     kind = type(pipe).__name__
     given = {

@@ -5,15 +5,12 @@ import pathlib
 
 from lmpipe.cli import flags, runs
 
+HELP = "export a saved pipeline for TF Serving (or as a Hugging Face folder)"
+
 
 def add_parser(commands, common):
     """Add `lmpipe export` to the `commands` sub-parsers."""
-    export = commands.add_parser(
-        "export",
-        parents=[common],
-        formatter_class=flags.Help,
-        help="export a saved pipeline for TF Serving (or as a Hugging Face folder)",
-    )
+    export = flags.add_verb(commands, "export", common, help=HELP)
     export.add_argument(
         "pipeline", help="directory written by pipe.save(), or the --out of a training command"
     )

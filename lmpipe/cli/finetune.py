@@ -2,7 +2,6 @@
 words (tokens) or answer questions from a passage (spans), then save, test and export."""
 
 import argparse
-import os
 import typing
 
 from lmpipe.cli import flags, runs
@@ -10,9 +9,9 @@ from lmpipe.cli import flags, runs
 
 def add_parser(commands, common):
     """Add `lmpipe finetune` to the `commands` sub-parsers."""
-    finetune = commands.add_parser(
+    finetune = flags.add_verb(
+        commands,
         "finetune",
-        formatter_class=flags.Help,
         help="fine-tune a pretrained encoder on your labelled files: classify texts, tag "
         "tokens, answer questions from a passage",
         description="Fine-tunes a pretrained encoder (an lmpipe pretraining run or a Hugging "
@@ -71,20 +70,22 @@ def add_parser(commands, common):
     )
     flags.add_training_options(finetuning, batch_default=32, learning_rate=5e-5)
 
-    classify = tasks.add_parser(
+    classify = flags.add_verb(
+        tasks,
         "classify",
-        parents=[common, finetuning],
-        formatter_class=flags.Help,
+        common,
+        finetuning,
         help="a label a text (or text pair)",
         description="Fine-tunes a classifier on --train (CSV, TSV or JSONL, one example a row: "
         "a text column, optionally a second text, and a label column). Without --train: the "
         "SpamAssassin demo (--spam-assassin).",
     )
-    classify.add_argument("--text-column", default="text", help="the column of the texts")
-    classify.add_argument(
-        "--pair-column", default=None, help="the column of second texts, for pairs"
+    flags.add_label_columns(
+        classify,
+        texts="the column of the texts",
+        pairs="the column of second texts, for pairs",
+        labels="the column of the labels",
     )
-    classify.add_argument("--label-column", default="label", help="the column of the labels")
     classify.add_argument(
         "--format",
         default="auto",
@@ -100,10 +101,11 @@ def add_parser(commands, common):
     )
     classify.set_defaults(run=run_classify)
 
-    tokens = tasks.add_parser(
+    tokens = flags.add_verb(
+        tasks,
         "tokens",
-        parents=[common, finetuning],
-        formatter_class=flags.Help,
+        common,
+        finetuning,
         help="a tag a word (named entities in BIO, IOB1 or IOBES; any tag set)",
         description="Fine-tunes a token tagger on --train: CoNLL (a word a line, its tag in the "
         "last column, a blank line between sentences, -DOCSTART- lines skipped) or JSONL (a "
@@ -119,8 +121,9 @@ def add_parser(commands, common):
         choices=["auto", "conll", "jsonl"],
         help="the files' format; auto: jsonl for .jsonl and .json files, else conll",
     )
-    tokens.add_argument("--tokens-field", default="tokens", help="JSONL: the field of the words")
-    tokens.add_argument("--tags-field", default="tags", help="JSONL: the field of the tags")
+    flags.add_tag_fields(
+        tokens, words="JSONL: the field of the words", tags="JSONL: the field of the tags"
+    )
     tokens.add_argument(
         "--genres",
         default="tragedies",
@@ -128,10 +131,11 @@ def add_parser(commands, common):
     )
     tokens.set_defaults(run=run_tokens)
 
-    spans = tasks.add_parser(
+    spans = flags.add_verb(
+        tasks,
         "spans",
-        parents=[common, finetuning],
-        formatter_class=flags.Help,
+        common,
+        finetuning,
         help="answer questions with a span of a passage (SQuAD)",
         description="Fine-tunes extractive question answering (BERT on SQuAD) on --train: "
         "SQuAD's JSON (v1.1, or v2.0 with unanswerable questions) or JSON lines of {id, "
@@ -174,7 +178,7 @@ def run_classify(arguments):
             f"error: --steps-per-epoch must be positive, got {arguments.steps_per_epoch}"
         )
     _check_shared_flags(arguments)
-    flags.check_positive(limit=arguments.limit)
+    flags.check_positive(arguments, "limit")
     train, validation, test, class_names = _labelled_splits(arguments)
     options = dict(seq_len=arguments.seq_len, labels=class_names, seed=arguments.seed)
     classifier = _fine_tuning_pipeline(TextClassifier, arguments, len(class_names), **options)
@@ -201,7 +205,7 @@ def run_tokens(arguments):
     strategy = runs.start_strategy(arguments.strategy)
     from lmpipe.pipelines import TokenTagger
 
-    flags.check_positive(steps_per_epoch=arguments.steps_per_epoch, limit=arguments.limit)
+    flags.check_positive(arguments, "steps_per_epoch", "limit")
     _check_shared_flags(arguments)
     train, validation, test, tag_names = _tagged_splits(arguments)
     if arguments.limit is not None and arguments.limit < len(train):
@@ -246,11 +250,7 @@ def run_spans(arguments):
     from lmpipe.pipelines.span_answerer import first_words_answers
 
     flags.check_positive(
-        steps_per_epoch=arguments.steps_per_epoch,
-        doc_stride=arguments.doc_stride,
-        max_query_len=arguments.max_query_len,
-        max_answer_len=arguments.max_answer_len,
-        limit=arguments.limit,
+        arguments, "steps_per_epoch", "doc_stride", "max_query_len", "max_answer_len", "limit"
     )
     _check_shared_flags(arguments)
     if arguments.export_outputs is not None:
@@ -331,17 +331,11 @@ def _fit(pipe, train, validation, arguments, strategy):
     """`pipe.fit` with the flags every `lmpipe finetune` task shares; its history."""
     return pipe.fit(
         train,
-        batch_size=arguments.batch_size,
-        epochs=arguments.epochs,
         steps_per_epoch=arguments.steps_per_epoch,
         validation=validation,
         monitor=arguments.monitor,
         patience=arguments.patience,
-        strategy=strategy,
-        checkpoint_dir=os.path.join(arguments.out, "checkpoints"),
-        learning_rate=arguments.learning_rate,
-        accumulation_steps=arguments.accumulation_steps,
-        data_service=arguments.data_service,
+        **runs.fit_options(arguments, strategy),
     )
 
 
@@ -356,9 +350,7 @@ def _from_scratch(pipe, seed):
 def _check_shared_flags(arguments):
     """The flags every `lmpipe finetune` task shares (early stopping, --accumulation-steps,
     --data-service), checked before any data is read."""
-    flags.check_positive(
-        patience=arguments.patience, accumulation_steps=arguments.accumulation_steps
-    )
+    flags.check_positive(arguments, "patience", "accumulation_steps")
     from lmpipe.training.data_service import check_data_service
 
     try:
@@ -485,11 +477,7 @@ def _file_splits(arguments, read, kind):
             raise SystemExit(
                 f"error: {train.path} has one {kind.name} ({names[0]}): nothing to learn"
             )
-        validation = read(arguments.validation) if arguments.validation else None
-        if arguments.test:
-            test = read(arguments.test)
-        else:
-            train, test = train.split(arguments.held_out, seed=arguments.seed)
+        train, validation, test = _validation_and_test(arguments, train, read)
     except (OSError, ValueError) as error:
         raise SystemExit(f"error: {flags.as_flags(str(error))}") from None
     for split in (validation, test):
@@ -499,6 +487,16 @@ def _file_splits(arguments, read, kind):
                 f"error: {split.path} has {kind.name}s that --train does not: {', '.join(unknown)}"
             )
     return train, validation, test, names
+
+
+def _validation_and_test(arguments, train, read):
+    """`(train, validation or None, test)`: --validation and --test read with `read`, or
+    without --test, a test split drawn from `train` with --held-out and --seed."""
+    validation = read(arguments.validation) if arguments.validation else None
+    if arguments.test:
+        return train, validation, read(arguments.test)
+    train, test = train.split(arguments.held_out, seed=arguments.seed)
+    return train, validation, test
 
 
 def _report_splits(train, validation, test, names, kind):
@@ -550,11 +548,7 @@ def _question_splits(arguments):
         else:
             train = read_squad(arguments.train)
         repaired = train.repaired
-        validation = read_squad(arguments.validation) if arguments.validation else None
-        if arguments.test:
-            test = read_squad(arguments.test)
-        else:
-            train, test = train.split(arguments.held_out, seed=arguments.seed)
+        train, validation, test = _validation_and_test(arguments, train, read_squad)
     except (OSError, ValueError) as error:
         raise SystemExit(f"error: {flags.as_flags(str(error))}") from None
     print(

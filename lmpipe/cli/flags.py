@@ -54,9 +54,36 @@ def as_flags(message):
     return message
 
 
-def check_positive(**flags):
-    """Refuse a flag below 1 (None: not given), naming it: `--top-k` for `top_k`."""
-    for name, value in flags.items():
+def add_verb(commands, name, *parents, **texts):
+    """Add the verb `name` to the sub-parsers `commands`: with the flags of `parents`, every
+    default in its help, and `texts` (its `help` in the list of verbs, its `description`)."""
+    return commands.add_parser(name, parents=list(parents), formatter_class=Help, **texts)
+
+
+def add_run(parser):
+    """Add the positional RUN: the saved pipeline a verb reads."""
+    parser.add_argument(
+        "run_dir", metavar="RUN", help="a saved pipeline, or the --out of a training command"
+    )
+
+
+def add_label_columns(parser, texts, pairs, labels):
+    """Add the flags that name the columns of a labelled file, with these help texts."""
+    parser.add_argument("--text-column", default="text", help=texts)
+    parser.add_argument("--pair-column", default=None, help=pairs)
+    parser.add_argument("--label-column", default="label", help=labels)
+
+
+def add_tag_fields(parser, words, tags):
+    """Add the flags that name the fields of a JSONL file of tagged sentences."""
+    parser.add_argument("--tokens-field", default="tokens", help=words)
+    parser.add_argument("--tags-field", default="tags", help=tags)
+
+
+def check_positive(arguments, *names):
+    """Refuse a flag of `names` below 1 (None: not given), naming it: `--top-k` for `top_k`."""
+    for name in names:
+        value = getattr(arguments, name)
         if value is not None and value < 1:
             flag = "--" + name.replace("_", "-")
             raise SystemExit(f"error: {flag} must be a positive integer, got {value}")

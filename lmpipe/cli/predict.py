@@ -6,24 +6,23 @@ import sys
 
 from lmpipe.cli import flags, runs
 
+HELP = (
+    "run a saved pipeline on texts: fill-mask, classify, generate, translate, "
+    "most similar words, answer"
+)
+DESCRIPTION = (
+    "Runs what the pipeline does with text: BERT and ALBERT fill each [MASK], "
+    "a classifier names the class, GPT continues the text, a translation model translates, "
+    "word2vec lists the nearest words, a question answerer (finetune spans) answers each "
+    "text as a question about --context. Texts come from the arguments, or one a line on "
+    "stdin."
+)
+
 
 def add_parser(commands, common):
     """Add `lmpipe predict` to the `commands` sub-parsers."""
-    predict = commands.add_parser(
-        "predict",
-        parents=[common],
-        formatter_class=flags.Help,
-        help="run a saved pipeline on texts: fill-mask, classify, generate, translate, "
-        "most similar words, answer",
-        description="Runs what the pipeline does with text: BERT and ALBERT fill each [MASK], "
-        "a classifier names the class, GPT continues the text, a translation model translates, "
-        "word2vec lists the nearest words, a question answerer (finetune spans) answers each "
-        "text as a question about --context. Texts come from the arguments, or one a line on "
-        "stdin.",
-    )
-    predict.add_argument(
-        "run_dir", metavar="RUN", help="a saved pipeline, or the --out of a training command"
-    )
+    predict = flags.add_verb(commands, "predict", common, help=HELP, description=DESCRIPTION)
+    flags.add_run(predict)
     predict.add_argument("texts", nargs="*", help="texts (default: the lines of stdin)")
     predict.add_argument(
         "--top-k", type=int, default=5, help="fill-mask and word2vec: results per query"
@@ -62,12 +61,7 @@ def add_parser(commands, common):
 
 def run(arguments):
     directory = runs.require_saved_pipeline(arguments.run_dir)
-    flags.check_positive(
-        top_k=arguments.top_k,
-        max_new_tokens=arguments.max_new_tokens,
-        beam_width=arguments.beam_width,
-        answers=arguments.answers,
-    )
+    flags.check_positive(arguments, "top_k", "max_new_tokens", "beam_width", "answers")
     texts = arguments.texts or [line.rstrip("\n") for line in sys.stdin if line.strip()]
     if not texts:
         raise SystemExit("error: no text to predict: give texts as arguments or on stdin")
@@ -132,7 +126,7 @@ def _answer(pipe, texts, arguments):
                 context = file.read()
         except (OSError, UnicodeDecodeError) as error:
             raise SystemExit(f"error: --context {context}: {error}") from None
-    flags.check_positive(max_answer_len=arguments.max_answer_len)
+    flags.check_positive(arguments, "max_answer_len")
     return pipe.answer(
         texts, context, top_k=arguments.answers, max_answer_len=arguments.max_answer_len
     )

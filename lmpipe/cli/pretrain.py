@@ -40,16 +40,16 @@ NOT_FOR_WORD2VEC = (
 )
 
 
+HELP = "pretrain BERT, ALBERT, XLNet, GPT or ELMo, then save and export"
+DESCRIPTION = (
+    "Pretrain on --corpus (default: the bundled Shakespeare plays). Running the "
+    "same command again after an interruption resumes from the last checkpoint."
+)
+
+
 def add_parser(commands, common):
     """Add `lmpipe pretrain` to the `commands` sub-parsers."""
-    pretrain = commands.add_parser(
-        "pretrain",
-        parents=[common],
-        formatter_class=flags.Help,
-        help="pretrain BERT, ALBERT, XLNet, GPT or ELMo, then save and export",
-        description="Pretrain on --corpus (default: the bundled Shakespeare plays). Running the "
-        "same command again after an interruption resumes from the last checkpoint.",
-    )
+    pretrain = flags.add_verb(commands, "pretrain", common, help=HELP, description=DESCRIPTION)
     pretrain.add_argument("model", choices=[*flags.MODEL_NAMES, "word2vec"])
     pretrain.add_argument("--corpus", default=None, help="file glob (default: Shakespeare)")
     pretrain.add_argument(
@@ -273,18 +273,12 @@ def run(arguments):
     corpus, validation = validation_documents(pipe, whole, corpus, validation, arguments)
     history = pipe.fit(
         corpus,
-        batch_size=arguments.batch_size,
-        epochs=arguments.epochs,
         steps_per_epoch=arguments.steps // arguments.epochs,
         validation=validation,
-        strategy=strategy,
-        checkpoint_dir=os.path.join(arguments.out, "checkpoints"),
         checkpoint_every=arguments.checkpoint_every,
-        learning_rate=arguments.learning_rate,
         mixed_precision=arguments.mixed_precision,
         jit_compile={"on": True, "off": False, "auto": "auto"}[arguments.xla],
-        accumulation_steps=arguments.accumulation_steps,
-        data_service=arguments.data_service,
+        **runs.fit_options(arguments, strategy),
     )
     pipe = runs.save_after_fit(pipe, strategy, arguments.out)
     if pipe is None:
@@ -324,7 +318,7 @@ def check_arguments(arguments, strategy):
     from lmpipe.training.loop import check_training_values
 
     flags.check_steps(arguments.steps, arguments.epochs)
-    flags.check_positive(accumulation_steps=arguments.accumulation_steps)
+    flags.check_positive(arguments, "accumulation_steps")
     minimum = len(SPECIAL_TOKENS) + MIN_LEARNED_TOKENS
     if arguments.tokenizer == "sentencepiece":
         minimum = minimum_vocab_size(_family(arguments).command_line.sentence_piece_layout)

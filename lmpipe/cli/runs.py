@@ -171,6 +171,23 @@ def new_tokenizer(arguments, corpus):
     return tokenizer
 
 
+def fit_options(arguments, strategy):
+    """`fit`'s keywords from the training flags every training verb has (`--batch-size`,
+    `--epochs`, `--strategy`, `--out`, `--learning-rate` where given, `--accumulation-steps`,
+    `--data-service`), the checkpoints kept in `OUT/checkpoints`."""
+    options = dict(
+        batch_size=arguments.batch_size,
+        epochs=arguments.epochs,
+        strategy=strategy,
+        checkpoint_dir=os.path.join(arguments.out, "checkpoints"),
+        accumulation_steps=arguments.accumulation_steps,
+        data_service=arguments.data_service,
+    )
+    if arguments.learning_rate is not None:  # else the family's schedule
+        options["learning_rate"] = arguments.learning_rate
+    return options
+
+
 def save_after_fit(pipe, strategy, out, detail=""):
     """Save the trained `pipe` to `OUT/pipeline` and say so (with `detail`); return the
     pipeline to evaluate and export, or None on a worker that is done.

@@ -2,15 +2,12 @@
 
 from lmpipe.cli import flags
 
+HELP = "build a model and print its layers"
+
 
 def add_parser(commands, common):
     """Add `lmpipe summarize` to the `commands` sub-parsers."""
-    summarize = commands.add_parser(
-        "summarize",
-        parents=[common],
-        formatter_class=flags.Help,
-        help="build a model and print its layers",
-    )
+    summarize = flags.add_verb(commands, "summarize", common, help=HELP)
     summarize.add_argument("model", choices=list(flags.MODEL_NAMES))
     summarize.add_argument("--preset", default=None, help="default: base (gpt and elmo: small)")
     summarize.set_defaults(run=run)

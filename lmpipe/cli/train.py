@@ -1,23 +1,20 @@
 """`lmpipe train translation`: train a translation model on parallel text, then save,
 evaluate (BLEU) and export."""
 
-import os
-
 from lmpipe.cli import flags, runs
+
+HELP = "train a translation model on parallel text, then save, evaluate (BLEU) and export"
+DESCRIPTION = (
+    "Trains on --pairs (TSV files of source<TAB>target lines; default: the "
+    "English-Spanish Bible of the Debian SWORD modules), holds out --held-out pairs, "
+    "evaluates them with BLEU and shows a few translations. Running the same command "
+    "again after an interruption resumes from the last checkpoint."
+)
 
 
 def add_parser(commands, common):
     """Add `lmpipe train` to the `commands` sub-parsers."""
-    train = commands.add_parser(
-        "train",
-        parents=[common],
-        formatter_class=flags.Help,
-        help="train a translation model on parallel text, then save, evaluate (BLEU) and export",
-        description="Trains on --pairs (TSV files of source<TAB>target lines; default: the "
-        "English-Spanish Bible of the Debian SWORD modules), holds out --held-out pairs, "
-        "evaluates them with BLEU and shows a few translations. Running the same command "
-        "again after an interruption resumes from the last checkpoint.",
-    )
+    train = flags.add_verb(commands, "train", common, help=HELP, description=DESCRIPTION)
     train.add_argument("task", choices=["translation"])
     train.add_argument(
         "--pairs",
@@ -74,11 +71,7 @@ def add_parser(commands, common):
 def run(arguments):
     strategy = runs.start_strategy(arguments.strategy)
     flags.check_steps(arguments.steps, arguments.epochs)
-    flags.check_positive(
-        held_out=arguments.held_out,
-        beam_width=arguments.beam_width,
-        accumulation_steps=arguments.accumulation_steps,
-    )
+    flags.check_positive(arguments, "held_out", "beam_width", "accumulation_steps")
     from lmpipe.datasets import ParallelCorpus
     from lmpipe.training.distribution import per_replica_batch_size
     from lmpipe.training.loop import check_training_values
@@ -105,20 +98,11 @@ def run(arguments):
     except ValueError as error:
         raise SystemExit(f"error: {flags.as_flags(str(error))}") from None
     print(f"{len(pairs):,} pairs: {len(train_pairs):,} to train on, {len(test_pairs):,} held out")
-    learning_rate = (
-        {} if arguments.learning_rate is None else {"learning_rate": arguments.learning_rate}
-    )
     history = pipe.fit(
         train_pairs,
-        batch_size=arguments.batch_size,
-        epochs=arguments.epochs,
         steps_per_epoch=arguments.steps // arguments.epochs,
-        strategy=strategy,
-        checkpoint_dir=os.path.join(arguments.out, "checkpoints"),
         checkpoint_every=arguments.checkpoint_every,
-        accumulation_steps=arguments.accumulation_steps,
-        data_service=arguments.data_service,
-        **learning_rate,
+        **runs.fit_options(arguments, strategy),
     )
     pipe = runs.save_after_fit(pipe, strategy, arguments.out)
     if pipe is None:
