@@ -52,6 +52,10 @@ def run(arguments):
             check_data_service(address)
     except ValueError as error:
         raise SystemExit(f"error: {str(error).replace('`data_service`', 'an address')}") from None
+    # The workers run lmpipe's input pipelines, whose tokenizers are tensorflow-text ops
+    # (NormalizeUTF8, ...): a process that serves them must have registered those ops.
+    import tensorflow_text  # noqa: F401
+
     address = f"{arguments.host}:{arguments.port}"
     if arguments.join is not None:
         worker = start_worker(arguments.join, arguments.port, address)
