@@ -59,6 +59,7 @@ def add_parser(commands, common):
 
 
 def run(arguments):
+    """Evaluate the saved pipeline on the data its family declares (`evaluation_data`)."""
     directory = runs.require_saved_pipeline(arguments.run_dir)
     flags.check_positive(arguments, "batch_size", "steps")
     pipe = runs.load_pipeline(directory)
@@ -68,73 +69,13 @@ def run(arguments):
         "--labelled": arguments.labelled is not None,
         "--corpus": arguments.corpus is not None,
     }
-    wanted = {
-        "Translation": "--pairs",
-        "TextClassifier": "--labelled",
-        "TokenTagger": "--labelled",
-        "SpanAnswerer": "--labelled",
-    }.get(kind, "--corpus")
+    wanted, read, file = READERS[type(pipe).evaluation_data]
     wrong = [flag for flag, present in given.items() if present and flag != wanted]
     if wrong:
         raise SystemExit(f"error: a {kind} pipeline is evaluated on {wanted}, not {wrong[0]}")
-    options = {}
-    if wanted == "--pairs":
-        from lmpipe.datasets import ParallelCorpus
-
-        try:
-            data = ParallelCorpus.from_tsv(arguments.pairs) if arguments.pairs else None
-        except ValueError as error:
-            raise SystemExit(f"error: {error}") from None
-        if data is None:
-            raise SystemExit("error: a Translation pipeline is evaluated on --pairs TSV files")
-        options["beam_width"] = arguments.beam_width
-        what = f"{len(data):,} pairs"
-    elif kind == "SpanAnswerer":
-        if arguments.labelled is None:
-            raise SystemExit(
-                "error: a SpanAnswerer is evaluated on a --labelled SQuAD file (JSON or JSONL)"
-            )
-        from lmpipe.datasets import read_squad
-
-        try:
-            data = read_squad(arguments.labelled)
-        except ValueError as error:
-            raise SystemExit(f"error: {error}") from None
-        what = f"{len(data):,} questions"
-    elif kind == "TokenTagger":
-        if arguments.labelled is None:
-            raise SystemExit(
-                "error: a TokenTagger is evaluated on a --labelled CoNLL or JSONL file"
-            )
-        from lmpipe.datasets import read_tagged
-
-        try:
-            tagged = read_tagged(
-                arguments.labelled,
-                tokens_field=arguments.tokens_field,
-                tags_field=arguments.tags_field,
-            )
-        except (OSError, ValueError) as error:
-            raise SystemExit(f"error: {error}") from None
-        data, what = tagged.examples, f"{len(tagged):,} sentences"
-    elif wanted == "--labelled":
-        if arguments.labelled is None:
-            raise SystemExit("error: a TextClassifier is evaluated on a --labelled file")
-        from lmpipe.datasets import read_labelled
-
-        try:
-            labelled = read_labelled(
-                arguments.labelled,
-                text=arguments.text_column,
-                label=arguments.label_column,
-                text_pair=arguments.pair_column,
-            )
-        except (OSError, ValueError) as error:
-            raise SystemExit(f"error: {error}") from None
-        data, what = labelled.examples, f"{len(labelled):,} examples"
-    else:
-        data = runs.read_corpus(arguments.corpus, arguments.format)
-        what = arguments.corpus or "the Shakespeare corpus"
+    if wanted == "--labelled" and arguments.labelled is None:
+        raise SystemExit(f"error: a {kind} is evaluated on a --labelled {file}")
+    data, what, options = read(arguments)
     # With memory, XLNet evaluates batches of its training streams per replica.
     batch_size = getattr(pipe, "batch_size", None) or arguments.batch_size
     metrics = pipe.evaluate(data, batch_size=batch_size, steps=arguments.steps, **options)
@@ -147,3 +88,72 @@ def run(arguments):
             + ", ".join(f"{name} {value:.4f}" for name, value in sorted(metrics.items()))
         )
     return 0
+
+
+# Each reader returns `(data, what it is, evaluate's keywords)`.
+
+
+def _corpus(arguments):
+    data = runs.read_corpus(arguments.corpus, arguments.format)
+    return data, arguments.corpus or "the Shakespeare corpus", {}
+
+
+def _pairs(arguments):
+    from lmpipe.datasets import ParallelCorpus
+
+    if not arguments.pairs:
+        raise SystemExit("error: a Translation pipeline is evaluated on --pairs TSV files")
+    try:
+        data = ParallelCorpus.from_tsv(arguments.pairs)
+    except ValueError as error:
+        raise SystemExit(f"error: {error}") from None
+    return data, f"{len(data):,} pairs", {"beam_width": arguments.beam_width}
+
+
+def _labelled(arguments):
+    from lmpipe.datasets import read_labelled
+
+    try:
+        labelled = read_labelled(
+            arguments.labelled,
+            text=arguments.text_column,
+            label=arguments.label_column,
+            text_pair=arguments.pair_column,
+        )
+    except (OSError, ValueError) as error:
+        raise SystemExit(f"error: {error}") from None
+    return labelled.examples, f"{len(labelled):,} examples", {}
+
+
+def _tagged(arguments):
+    from lmpipe.datasets import read_tagged
+
+    try:
+        tagged = read_tagged(
+            arguments.labelled,
+            tokens_field=arguments.tokens_field,
+            tags_field=arguments.tags_field,
+        )
+    except (OSError, ValueError) as error:
+        raise SystemExit(f"error: {error}") from None
+    return tagged.examples, f"{len(tagged):,} sentences", {}
+
+
+def _questions(arguments):
+    from lmpipe.datasets import read_squad
+
+    try:
+        data = read_squad(arguments.labelled)
+    except ValueError as error:
+        raise SystemExit(f"error: {error}") from None
+    return data, f"{len(data):,} questions", {}
+
+
+READERS = {
+    "corpus": ("--corpus", _corpus, "corpus"),
+    "pairs": ("--pairs", _pairs, "TSV file"),
+    "labelled": ("--labelled", _labelled, "file"),
+    "tagged": ("--labelled", _tagged, "CoNLL or JSONL file"),
+    "questions": ("--labelled", _questions, "SQuAD file (JSON or JSONL)"),
+}
+"""The flag, the reader and the file of each kind of evaluation data a family declares."""

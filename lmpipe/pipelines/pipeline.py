@@ -132,6 +132,9 @@ class Pipeline:
     # The methods that predict from texts (`fill_mask`, `classify`, ...): what `lmpipe
     # predict` offers for the family, the first its default.
     predictions = ()
+    # What `lmpipe evaluate` reads for the family: "corpus" (text files), "pairs" (TSV of
+    # translations), "labelled" (labelled texts), "tagged" (tagged words), "questions" (SQuAD).
+    evaluation_data = "corpus"
 
     _families = {}
 

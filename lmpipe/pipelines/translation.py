@@ -151,6 +151,7 @@ class Translation(Pipeline):
 
     options_class = TranslationOptions
     predictions = ("translate",)
+    evaluation_data = "pairs"
     # The configuration class of each `arch`, whose presets `lmpipe train --preset` names.
     architectures = {"transformer": TransformerConfig, "rnn": RnnSeq2SeqConfig}
     training_options = TRANSLATION_TRAINING_OPTIONS

@@ -108,3 +108,22 @@ def test_a_bert_preset_gets_the_pipelines_position_table(seq_len, positions):
     assert pipe.default_config().max_sequence_length == min(positions, 512)
     gpt = pipelines.GptPretraining.command_line.preset_config("tiny", 50, seq_len=1000)
     assert gpt.max_sequence_length == 128  # the preset's: a longer seq_len is refused later
+
+
+def test_a_family_declares_what_lmpipe_evaluate_reads():
+    from lmpipe.cli.evaluate import READERS
+
+    declared = {family.__name__: family.evaluation_data for family in PREDICTING}
+    assert declared == {
+        "BertPretraining": "corpus",
+        "AlbertPretraining": "corpus",
+        "XLNetPretraining": "corpus",
+        "GptPretraining": "corpus",
+        "ElmoPretraining": "corpus",
+        "Word2Vec": "corpus",
+        "Translation": "pairs",
+        "TextClassifier": "labelled",
+        "TokenTagger": "tagged",
+        "SpanAnswerer": "questions",
+    }
+    assert set(declared.values()) <= set(READERS)
