@@ -37,12 +37,12 @@ class FitReachedError(Exception):
 @pytest.fixture
 def no_corpus(monkeypatch):
     """Fail the test if the command reads its corpus."""
-    import lmpipe.cli.main
+    import lmpipe.cli.runs
 
     def read(*arguments):
         raise AssertionError("the corpus was read before the options were checked")
 
-    monkeypatch.setattr(lmpipe.cli.main, "_corpus", read)
+    monkeypatch.setattr(lmpipe.cli.runs, "read_corpus", read)
 
 
 @pytest.mark.usefixtures("no_corpus")
@@ -156,7 +156,8 @@ def test_a_corpus_line_over_max_line_bytes_is_refused_naming_the_file_and_the_fl
 
 
 def test_only_the_chief_reads_and_writes_the_kept_tokenizer(tmp_path):
-    from lmpipe.cli.main import _tokenizer, build_parser
+    from lmpipe.cli.main import build_parser
+    from lmpipe.cli.runs import run_tokenizer
 
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(VOCABULARY) + "\n")
@@ -164,20 +165,17 @@ def test_only_the_chief_reads_and_writes_the_kept_tokenizer(tmp_path):
     arguments = build_parser().parse_args(
         ["pretrain", "bert", "--out", str(out), "--vocab", str(vocab)]
     )
-    worker = _tokenizer(arguments, corpus=None, chief=False)
+    worker = run_tokenizer(arguments, corpus=None, chief=False)
     assert worker.vocabulary_size == len(VOCABULARY) and not out.exists()
-    chief = _tokenizer(arguments, corpus=None, chief=True)
+    chief = run_tokenizer(arguments, corpus=None, chief=True)
     assert (out / "tokenizer" / "source.json").exists()
     assert chief.vocabulary_size == worker.vocabulary_size
 
 
 def test_albert_and_xlnet_learn_sentence_piece_models_and_a_vocab_file_says_which(tmp_path):
-    from lmpipe.cli.main import (
-        _check_pretrain_arguments,
-        _resolve_pretrain_flags,
-        _tokenizer,
-        build_parser,
-    )
+    from lmpipe.cli.main import build_parser
+    from lmpipe.cli.pretrain import check_arguments, resolve_flags
+    from lmpipe.cli.runs import run_tokenizer
     from lmpipe.datasets import SentencePieceTokenizer, TextCorpus, WordPieceTokenizer
 
     spiece = pathlib.Path(__file__).parent / "tokenizers/fixtures/sentence_piece_xlnet.model"
@@ -187,7 +185,7 @@ def test_albert_and_xlnet_learn_sentence_piece_models_and_a_vocab_file_says_whic
     def resolved(*options):
         argv = ["pretrain", *options, "--out", str(tmp_path / "run")]
         arguments = build_parser().parse_args(argv)
-        _resolve_pretrain_flags(arguments, argv)
+        resolve_flags(arguments, argv)
         return arguments
 
     kinds = {model: resolved(model).tokenizer for model in ("bert", "albert", "xlnet", "gpt")}
@@ -206,20 +204,20 @@ def test_albert_and_xlnet_learn_sentence_piece_models_and_a_vocab_file_says_whic
     with pytest.raises(SystemExit, match="--tokenizer is not for word2vec"):
         resolved("word2vec", "--tokenizer", "wordpiece")
     with pytest.raises(SystemExit, match="--vocab-size must be at least 109"):
-        _check_pretrain_arguments(resolved("xlnet", "--vocab-size", "105"), strategy=None)
+        check_arguments(resolved("xlnet", "--vocab-size", "105"), strategy=None)
 
     hamlet = TextCorpus.shakespeare(plays=["hamlet"])
     for model, first in (("albert", "<pad>"), ("xlnet", "<unk>")):
         arguments = resolved(model, "--vocab-size", "500")
         arguments.out = str(tmp_path / model)
-        learned = _tokenizer(arguments, hamlet, chief=True)
+        learned = run_tokenizer(arguments, hamlet, chief=True)
         assert type(learned) is SentencePieceTokenizer and learned.vocabulary[0] == first
-        kept = _tokenizer(arguments, corpus=None, chief=True)  # read back from OUT/tokenizer
+        kept = run_tokenizer(arguments, corpus=None, chief=True)  # read back from OUT/tokenizer
         assert type(kept) is SentencePieceTokenizer and kept.model == learned.model
     given = resolved("bert", "--vocab", str(spiece))
-    assert type(_tokenizer(given, corpus=None, chief=False)) is SentencePieceTokenizer
+    assert type(run_tokenizer(given, corpus=None, chief=False)) is SentencePieceTokenizer
     given = resolved("albert", "--vocab", str(vocab))
-    assert type(_tokenizer(given, corpus=None, chief=False)) is WordPieceTokenizer
+    assert type(run_tokenizer(given, corpus=None, chief=False)) is WordPieceTokenizer
 
 
 def test_another_tokenizer_source_in_the_same_out_is_refused(tmp_path, monkeypatch):
@@ -354,13 +352,13 @@ def test_the_native_log_filter_drops_tensorflow_lines_and_passes_the_rest():
 
 
 def test_errors_are_one_line_and_debug_shows_the_traceback(monkeypatch):
-    import lmpipe.cli.main
+    import lmpipe.cli.summarize
     from lmpipe.cli.main import main
 
     def fails(arguments):
         raise ValueError("`seq_len` is too long for this model.")
 
-    monkeypatch.setattr(lmpipe.cli.main, "_summarize", fails)
+    monkeypatch.setattr(lmpipe.cli.summarize, "run", fails)
     with pytest.raises(SystemExit) as raised:
         main(["summarize", "bert"])
     assert str(raised.value.code) == (
@@ -371,13 +369,13 @@ def test_errors_are_one_line_and_debug_shows_the_traceback(monkeypatch):
 
 
 def test_an_interrupt_says_which_checkpoint_a_rerun_resumes_from(tmp_path, monkeypatch, capsys):
-    import lmpipe.cli.main
+    import lmpipe.cli.pretrain
     from lmpipe.cli.main import main
 
     def interrupted(arguments):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(lmpipe.cli.main, "_pretrain", interrupted)
+    monkeypatch.setattr(lmpipe.cli.pretrain, "run", interrupted)
     assert main(["pretrain", "bert", "--out", str(tmp_path)]) == 130
     assert "interrupted before the first checkpoint" in capsys.readouterr().err
     (tmp_path / "checkpoints").mkdir()
@@ -573,14 +571,15 @@ def test_predict_task_embed_and_tasks_a_pipeline_does_not_do(tiny_bert, capsys):
 
 
 def test_a_vocabulary_smaller_than_asked_is_reported(tmp_path, capsys):
-    from lmpipe.cli.main import _new_tokenizer, build_parser
+    from lmpipe.cli.main import build_parser
+    from lmpipe.cli.runs import new_tokenizer
     from lmpipe.datasets import TextCorpus
 
     corpus = TextCorpus.from_documents([["to be or not to be", "that is the question"]] * 3)
     arguments = build_parser().parse_args(
         ["pretrain", "bert", "--out", str(tmp_path), "--vocab-size", "8000"]
     )
-    tokenizer = _new_tokenizer(arguments, corpus)
+    tokenizer = new_tokenizer(arguments, corpus)
     printed = capsys.readouterr().out
     assert f"note: the vocabulary has {tokenizer.vocabulary_size:,} tokens, not 8,000" in printed
 
@@ -589,10 +588,11 @@ def test_sigterm_stops_the_command_as_ctrl_c_does(tmp_path):
     code = (
         "import os, signal, sys, time\n"
         "import lmpipe.cli.main as cli\n"
+        "import lmpipe.cli.pretrain\n"
         "def work(arguments):\n"
         "    os.kill(os.getpid(), signal.SIGTERM)\n"
         "    time.sleep(30)\n"
-        "cli._pretrain = work\n"
+        "lmpipe.cli.pretrain.run = work\n"
         f"sys.argv = ['lmpipe', 'pretrain', 'bert', '--out', {str(tmp_path)!r}]\n"
         "sys.exit(cli.main())\n"
     )
@@ -646,24 +646,26 @@ GPT2_FOLDER = pathlib.Path(__file__).parent / "interop" / "hf" / "fixtures" / "g
 
 
 def test_gpt_learns_byte_level_bpe_and_reads_gpt2s_files(tmp_path):
-    from lmpipe.cli.main import _resolve_pretrain_flags, _tokenizer, build_parser
+    from lmpipe.cli.main import build_parser
+    from lmpipe.cli.pretrain import resolve_flags
+    from lmpipe.cli.runs import run_tokenizer
     from lmpipe.datasets import BytePairTokenizer, TextCorpus
 
     def resolved(*options):
         argv = ["pretrain", *options, "--out", str(tmp_path / "run")]
         arguments = build_parser().parse_args(argv)
-        _resolve_pretrain_flags(arguments, argv)
+        resolve_flags(arguments, argv)
         return arguments
 
     arguments = resolved("gpt", "--vocab-size", "400")
     assert arguments.tokenizer == "bpe"
-    learned = _tokenizer(arguments, TextCorpus.shakespeare(plays=["hamlet"]), chief=True)
+    learned = run_tokenizer(arguments, TextCorpus.shakespeare(plays=["hamlet"]), chief=True)
     assert type(learned) is BytePairTokenizer and learned.vocabulary_size == 400
-    kept = _tokenizer(arguments, corpus=None, chief=True)  # read back from OUT/tokenizer
+    kept = run_tokenizer(arguments, corpus=None, chief=True)  # read back from OUT/tokenizer
     assert kept.vocabulary == learned.vocabulary and kept.merges == learned.merges
     given = resolved("gpt", "--vocab", str(GPT2_FOLDER / "vocab.json"))
     assert given.tokenizer == "bpe"
-    read = _tokenizer(given, corpus=None, chief=False)
+    read = run_tokenizer(given, corpus=None, chief=False)
     assert read.merges == BytePairTokenizer.from_pretrained(GPT2_FOLDER).merges
     with pytest.raises(SystemExit, match="--tokenizer bpe has no .CLS. nor .MASK. token"):
         resolved("bert", "--tokenizer", "bpe")

@@ -191,11 +191,11 @@ def test_finetune_tokens_on_conll_files_then_predict_and_evaluate(tiny_bert, tmp
 
 
 def test_show_tag_brackets_entities_and_falls_back_to_word_slash_tag():
-    from lmpipe.cli.main import _show_tag
+    from lmpipe.cli.runs import show_tags
 
     pairs = [["Sir", "O"], ["Toby", "B-PER"], ["Belch", "I-PER"], ["and", "O"], ["Maria", "B-PER"]]
-    assert _show_tag("", pairs) == "Sir [Toby Belch]PER and [Maria]PER"
-    assert _show_tag("", [["Toby", "NNP"], ["sings", "VBZ"]]) == "Toby/NNP sings/VBZ"
+    assert show_tags("", pairs) == "Sir [Toby Belch]PER and [Maria]PER"
+    assert show_tags("", [["Toby", "NNP"], ["sings", "VBZ"]]) == "Toby/NNP sings/VBZ"
 
 
 @pytest.mark.parametrize(

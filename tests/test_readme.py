@@ -91,7 +91,8 @@ def test_the_readme_has_a_command_of_every_verb():
     ids=[f"{d}: {' '.join(c)[:60]}" for d, c in DOCUMENTED_COMMANDS],
 )
 def test_every_readme_command_is_one_the_cli_accepts(document, argv):
-    from lmpipe.cli.main import _resolve_pretrain_flags, build_parser
+    from lmpipe.cli.main import build_parser
+    from lmpipe.cli.pretrain import resolve_flags
 
     parser = build_parser()
     try:
@@ -102,7 +103,7 @@ def test_every_readme_command_is_one_the_cli_accepts(document, argv):
         extra = [word for word in extra if word.startswith("-")]
     assert not extra, f"{document}: lmpipe {' '.join(argv)}: unknown arguments {extra}"
     if arguments.command == "pretrain":
-        _resolve_pretrain_flags(arguments, argv)  # the flags of another model are refused
+        resolve_flags(arguments, argv)  # the flags of another model are refused
 
 
 @pytest.mark.parametrize(

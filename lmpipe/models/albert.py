@@ -7,10 +7,11 @@ from lmpipe.layers.bert_embedding import BertEmbedding
 from lmpipe.layers.initializers import bert_initializer
 from lmpipe.layers.transformer_encoder_block import TransformerEncoderBlock
 from lmpipe.models.bert import _check_encoder_config, encoder_inputs, encoder_outputs
+from lmpipe.models.presets import Presets
 
 
 @dataclasses.dataclass(frozen=True)
-class AlbertConfig:
+class AlbertConfig(Presets):
     """Sizes and hyper-parameters of an ALBERT encoder; validated on creation.
 
     `embedding_dim` is E of the factorized embedding (V x E then E x H). Presets follow
@@ -39,53 +40,27 @@ class AlbertConfig:
     @classmethod
     def tiny(cls, **overrides):
         """2 layers, E 32, hidden 128, 2 heads, FFN 512: for tests and quick experiments."""
-        return cls(
-            **{
-                **dict(
-                    embedding_dim=32,
-                    hidden_dim=128,
-                    num_layers=2,
-                    num_heads=2,
-                    intermediate_dim=512,
-                ),
-                **overrides,
-            }
-        )
+        return cls.from_preset("tiny", **overrides)
 
     @classmethod
     def base(cls, **overrides):
         """ALBERT-base: 12 layers, hidden 768, 12 heads, FFN 3072 (12M parameters)."""
-        return cls(**overrides)
+        return cls.from_preset("base", **overrides)
 
     @classmethod
     def large(cls, **overrides):
         """ALBERT-large: 24 layers, hidden 1024, 16 heads, FFN 4096 (18M parameters)."""
-        return cls(
-            **{
-                **dict(hidden_dim=1024, num_layers=24, num_heads=16, intermediate_dim=4096),
-                **overrides,
-            }
-        )
+        return cls.from_preset("large", **overrides)
 
     @classmethod
     def xlarge(cls, **overrides):
         """ALBERT-xlarge: 24 layers, hidden 2048, 16 heads, FFN 8192 (60M parameters)."""
-        return cls(
-            **{
-                **dict(hidden_dim=2048, num_layers=24, num_heads=16, intermediate_dim=8192),
-                **overrides,
-            }
-        )
+        return cls.from_preset("xlarge", **overrides)
 
     @classmethod
     def xxlarge(cls, **overrides):
         """ALBERT-xxlarge: 12 layers, hidden 4096, 64 heads, FFN 16384 (223M parameters)."""
-        return cls(
-            **{
-                **dict(hidden_dim=4096, num_layers=12, num_heads=64, intermediate_dim=16384),
-                **overrides,
-            }
-        )
+        return cls.from_preset("xxlarge", **overrides)
 
     def to_dict(self):
         """The fields as a plain dict (JSON-serializable)."""

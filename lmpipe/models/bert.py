@@ -14,6 +14,7 @@ from lmpipe.arguments import (
 from lmpipe.layers.bert_embedding import BertEmbedding
 from lmpipe.layers.initializers import bert_initializer
 from lmpipe.layers.transformer_encoder_block import TransformerEncoderBlock
+from lmpipe.models.presets import Presets
 
 
 def _check_encoder_config(config):
@@ -34,7 +35,7 @@ def _check_encoder_config(config):
 
 
 @dataclasses.dataclass(frozen=True)
-class BertConfig:
+class BertConfig(Presets):
     """Sizes and hyper-parameters of a BERT encoder; validated on creation.
 
     Presets: `tiny()`, `mini()` and `small()` (the L=2/H=128, L=4/H=256 and L=4/H=512 models
@@ -62,44 +63,27 @@ class BertConfig:
     @classmethod
     def tiny(cls, **overrides):
         """2 layers, hidden 128, 2 heads, FFN 512: for tests and quick experiments."""
-        return cls(
-            **{**dict(hidden_dim=128, num_layers=2, num_heads=2, intermediate_dim=512), **overrides}
-        )
+        return cls.from_preset("tiny", **overrides)
 
     @classmethod
     def mini(cls, **overrides):
         """4 layers, hidden 256, 4 heads, FFN 1024 (BERT-mini): pretrains in minutes on a CPU."""
-        return cls(
-            **{
-                **dict(hidden_dim=256, num_layers=4, num_heads=4, intermediate_dim=1024),
-                **overrides,
-            }
-        )
+        return cls.from_preset("mini", **overrides)
 
     @classmethod
     def small(cls, **overrides):
         """4 layers, hidden 512, 8 heads, FFN 2048."""
-        return cls(
-            **{
-                **dict(hidden_dim=512, num_layers=4, num_heads=8, intermediate_dim=2048),
-                **overrides,
-            }
-        )
+        return cls.from_preset("small", **overrides)
 
     @classmethod
     def base(cls, **overrides):
         """BERT-base: 12 layers, hidden 768, 12 heads, FFN 3072 (110M parameters)."""
-        return cls(**overrides)
+        return cls.from_preset("base", **overrides)
 
     @classmethod
     def large(cls, **overrides):
         """BERT-large: 24 layers, hidden 1024, 16 heads, FFN 4096 (340M parameters)."""
-        return cls(
-            **{
-                **dict(hidden_dim=1024, num_layers=24, num_heads=16, intermediate_dim=4096),
-                **overrides,
-            }
-        )
+        return cls.from_preset("large", **overrides)
 
     def to_dict(self):
         """The fields as a plain dict (JSON-serializable)."""

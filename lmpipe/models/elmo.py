@@ -13,6 +13,7 @@ from lmpipe.layers.initializers import bert_initializer
 from lmpipe.layers.projected_lstm_cell import ProjectedLSTMCell
 from lmpipe.layers.token_spelling import TokenSpelling
 from lmpipe.models.losses import masked_cross_entropy
+from lmpipe.models.presets import Presets
 from lmpipe.models.trainable import FunctionalTrainableModel
 from lmpipe.tokenizers.token_characters import MAX_CHARACTERS_PER_TOKEN, NUM_CHARACTERS
 
@@ -21,7 +22,7 @@ TOKEN_ENCODERS = ("characters", "embedding")
 
 
 @dataclasses.dataclass(frozen=True)
-class ElmoConfig:
+class ElmoConfig(Presets):
     """Sizes of an ELMo bidirectional language model; validated on creation.
 
     Each direction stacks `num_layers` LSTMs of `lstm_units` cells with a projection to
@@ -128,30 +129,23 @@ class ElmoConfig:
     @classmethod
     def tiny(cls, **overrides):
         """Embedding 32, 64 cells projected to 32, 2 layers: for tests."""
-        sizes = dict(token_encoder="embedding", embedding_dim=32, lstm_units=64, projection_dim=32)
-        return cls(**{**sizes, **overrides})
+        return cls.from_preset("tiny", **overrides)
 
     @classmethod
     def small(cls, **overrides):
         """Embedding 128, 1024 cells projected to 128 (AllenNLP's small ELMo's LSTMs)."""
-        sizes = dict(
-            token_encoder="embedding", embedding_dim=128, lstm_units=1024, projection_dim=128
-        )
-        return cls(**{**sizes, **overrides})
+        return cls.from_preset("small", **overrides)
 
     @classmethod
     def medium(cls, **overrides):
         """Embedding 256, 2048 cells projected to 256 (AllenNLP's medium ELMo's LSTMs)."""
-        sizes = dict(
-            token_encoder="embedding", embedding_dim=256, lstm_units=2048, projection_dim=256
-        )
-        return cls(**{**sizes, **overrides})
+        return cls.from_preset("medium", **overrides)
 
     @classmethod
     def original(cls, **overrides):
         """The published ELMo: character CNN (2,048 filters, 2 highway layers, projection to
         512), 2 layers of 4096 cells projected to 512, clipped at 3."""
-        return cls(**overrides)
+        return cls.from_preset("original", **overrides)
 
     def to_dict(self):
         """The fields as a plain dict (JSON-serializable)."""

@@ -17,11 +17,12 @@ from lmpipe.layers.initializers import gpt2_initializer
 from lmpipe.layers.layer_normalization import LayerNormalization
 from lmpipe.layers.transformer_decoder_block import TransformerDecoderBlock
 from lmpipe.models.losses import masked_cross_entropy
+from lmpipe.models.presets import Presets
 from lmpipe.models.trainable import FunctionalTrainableModel
 
 
 @dataclasses.dataclass(frozen=True)
-class GptConfig:
+class GptConfig(Presets):
     """Sizes and hyper-parameters of a GPT decoder; validated on creation.
 
     Presets: `tiny()` for tests, `small()` (= `base()`) with GPT-2 small's sizes (12 layers,
@@ -60,23 +61,19 @@ class GptConfig:
     @classmethod
     def tiny(cls, **overrides):
         """2 layers, hidden 32, 2 heads, FFN 64, 128 positions: for tests and quick runs."""
-        sizes = dict(
-            hidden_dim=32, num_layers=2, num_heads=2, intermediate_dim=64, max_sequence_length=128
-        )
-        return cls(**{**sizes, **overrides})
+        return cls.from_preset("tiny", **overrides)
 
     @classmethod
     def small(cls, **overrides):
         """GPT-2 small: 12 layers, hidden 768, 12 heads, FFN 3072, 1024 positions (124M)."""
-        return cls(**overrides)
+        return cls.from_preset("small", **overrides)
 
     base = small
 
     @classmethod
     def medium(cls, **overrides):
         """GPT-2 medium: 24 layers, hidden 1024, 16 heads, FFN 4096 (355M parameters)."""
-        sizes = dict(hidden_dim=1024, num_layers=24, num_heads=16, intermediate_dim=4096)
-        return cls(**{**sizes, **overrides})
+        return cls.from_preset("medium", **overrides)
 
     def to_dict(self):
         """The fields as a plain dict (JSON-serializable)."""

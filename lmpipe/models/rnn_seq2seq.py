@@ -10,6 +10,7 @@ from lmpipe.layers.dropout import Dropout
 from lmpipe.layers.rnn_attention import SCORES
 from lmpipe.layers.rnn_decoder import FORMS, RnnDecoder
 from lmpipe.layers.rnn_encoder import CELLS, RnnEncoder
+from lmpipe.models.presets import Presets
 from lmpipe.models.samplers.seq2seq import Seq2SeqModel
 from lmpipe.models.transformer import SEQ2SEQ_INPUTS
 
@@ -43,7 +44,7 @@ def rnn_form(attention, form):
 
 
 @dataclasses.dataclass(frozen=True)
-class RnnSeq2SeqConfig:
+class RnnSeq2SeqConfig(Presets):
     """Sizes and choices of a recurrent encoder-decoder; validated on creation.
 
     `form` picks how the decoder sees the source (see `lmpipe.layers.RnnDecoder`): "plain"
@@ -89,36 +90,27 @@ class RnnSeq2SeqConfig:
     @classmethod
     def tiny(cls, **overrides):
         """Embeddings 16, GRU 32, additive attention, vocabulary 1000: for tests."""
-        return cls(**{**dict(vocabulary_size=1000, embedding_dim=16, hidden_dim=32), **overrides})
+        return cls.from_preset("tiny", **overrides)
 
     @classmethod
     def sutskever(cls, **overrides):
         """LSTM, plain decoder (Sutskever et al., 2014; they also reversed the source)."""
-        return cls(**{**dict(cell="lstm", form="plain"), **overrides})
+        return cls.from_preset("sutskever", **overrides)
 
     @classmethod
     def cho(cls, **overrides):
         """GRU, the source summary fed at every step (Cho et al., 2014)."""
-        return cls(**{**dict(cell="gru", form="context"), **overrides})
+        return cls.from_preset("cho", **overrides)
 
     @classmethod
     def bahdanau(cls, **overrides):
         """Bidirectional GRU encoder, additive attention (Bahdanau et al., 2015)."""
-        return cls(
-            **{
-                **dict(
-                    cell="gru", form="attention", attention_score="additive", bidirectional=True
-                ),
-                **overrides,
-            }
-        )
+        return cls.from_preset("bahdanau", **overrides)
 
     @classmethod
     def luong(cls, **overrides):
         """LSTM, "general" attention score (Luong et al., 2015)."""
-        return cls(
-            **{**dict(cell="lstm", form="attention", attention_score="general"), **overrides}
-        )
+        return cls.from_preset("luong", **overrides)
 
     def to_dict(self):
         """The fields as a plain dict (JSON-serializable)."""

@@ -16,13 +16,14 @@ from lmpipe.layers.dropout import Dropout
 from lmpipe.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
 from lmpipe.layers.transformer_decoder_block import TransformerDecoderBlock
 from lmpipe.layers.transformer_encoder_block import TransformerEncoderBlock
+from lmpipe.models.presets import Presets
 from lmpipe.models.samplers.seq2seq import Seq2SeqModel
 
 SEQ2SEQ_INPUTS = ("encoder_ids", "encoder_mask", "decoder_ids", "decoder_mask")
 
 
 @dataclasses.dataclass(frozen=True)
-class TransformerConfig:
+class TransformerConfig(Presets):
     """Sizes and hyper-parameters of an encoder-decoder Transformer; validated on creation.
 
     `vocabulary_size` is the source vocabulary, and the target's too unless
@@ -87,35 +88,17 @@ class TransformerConfig:
     @classmethod
     def tiny(cls, **overrides):
         """2 + 2 layers, d_model 32, 4 heads, d_ff 64, vocabulary 1000: for tests."""
-        return cls(
-            **{
-                **dict(
-                    vocabulary_size=1000,
-                    hidden_dim=32,
-                    num_encoder_layers=2,
-                    num_decoder_layers=2,
-                    num_heads=4,
-                    intermediate_dim=64,
-                    max_decode_length=64,
-                ),
-                **overrides,
-            }
-        )
+        return cls.from_preset("tiny", **overrides)
 
     @classmethod
     def base(cls, **overrides):
         """The paper's base model (Table 3): 6 + 6 layers, d_model 512, 8 heads, d_ff 2048."""
-        return cls(**overrides)
+        return cls.from_preset("base", **overrides)
 
     @classmethod
     def big(cls, **overrides):
         """The paper's big model: 6 + 6 layers, d_model 1024, 16 heads, d_ff 4096, dropout 0.3."""
-        return cls(
-            **{
-                **dict(hidden_dim=1024, num_heads=16, intermediate_dim=4096, dropout=0.3),
-                **overrides,
-            }
-        )
+        return cls.from_preset("big", **overrides)
 
     def to_dict(self):
         """The fields as a plain dict (JSON-serializable)."""

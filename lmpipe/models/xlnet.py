@@ -17,10 +17,11 @@ from lmpipe.layers.dropout import Dropout
 from lmpipe.layers.initializers import clone_initializer
 from lmpipe.layers.relative_position_encoding import RelativePositionEncoding
 from lmpipe.layers.two_stream_relative_attention import TwoStreamRelativeAttention
+from lmpipe.models.presets import Presets
 
 
 @dataclasses.dataclass(frozen=True)
-class XLNetConfig:
+class XLNetConfig(Presets):
     """Sizes and hyper-parameters of an XLNet encoder; validated on creation.
 
     Presets: `tiny()` (2 layers, d_model 128) for tests and quick experiments and `base()`
@@ -61,14 +62,12 @@ class XLNetConfig:
     @classmethod
     def tiny(cls, **overrides):
         """2 layers, d_model 128, 2 heads, FFN 512: for tests and quick experiments."""
-        return cls(
-            **{**dict(hidden_dim=128, num_layers=2, num_heads=2, intermediate_dim=512), **overrides}
-        )
+        return cls.from_preset("tiny", **overrides)
 
     @classmethod
     def base(cls, **overrides):
         """XLNet-base: 12 layers, d_model 768, 12 heads, FFN 3072, vocabulary 32,000."""
-        return cls(**overrides)
+        return cls.from_preset("base", **overrides)
 
     def to_dict(self):
         """The fields as a plain dict (JSON-serializable)."""

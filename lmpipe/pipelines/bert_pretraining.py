@@ -30,16 +30,30 @@ from lmpipe.interop.hf.encoders import (
     bert_config_from_hf,
     load_pretrainer_weights,
 )
-from lmpipe.models.albert import AlbertConfig
-from lmpipe.models.bert import BertConfig
+from lmpipe.models.albert import AlbertConfig, albert
+from lmpipe.models.bert import BertConfig, bert
 from lmpipe.models.pretraining import BertPretrainer
 from lmpipe.models.samplers import traced_function
+from lmpipe.pipelines.command_line import CommandLine, shared_options
 from lmpipe.pipelines.pipeline import EncoderPipeline, PipelineOptions, perplexity
 from lmpipe.tokenizers.sentence_piece import SentencePieceTokenizer
 from lmpipe.tokenizers.wordpiece import WordPieceTokenizer
 
 # The positions of the default model: BERT's, or seq_len if shorter (at least 128).
 DEFAULT_MAX_SEQUENCE_LENGTH = 512
+
+
+def position_table(seq_len, most=DEFAULT_MAX_SEQUENCE_LENGTH):
+    """The positions a model for `seq_len` tokens gets: at least 128, at most `most`.
+
+    A longer `seq_len` needs a configuration that says so, rather than a table as long as any
+    `seq_len` given: the pipeline refuses it against the table.
+    """
+    return min(max(seq_len, 128), most)
+
+
+def _pair_options(flags):
+    return {**shared_options(flags), "objective": flags.objective}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,6 +159,19 @@ class BertPretraining(EncoderPipeline):
     options_class = BertPretrainingOptions
     config_classes = (BertConfig, AlbertConfig)
     pretraining_heads = True
+    predictions = ("fill_mask", "embed")
+    command_line = CommandLine(
+        "bert",
+        options=_pair_options,
+        config_class=BertConfig,
+        default_preset="mini",
+        published_preset="base",
+        build_model=bert,
+        positions=position_table,
+        uses_mask_token=True,
+        pair_objective=True,
+        checkpoint_type="bert",
+    )
 
     def __init__(self, tokenizer, config=None, **options):
         super().__init__(tokenizer, config, **options)
@@ -165,11 +192,9 @@ class BertPretraining(EncoderPipeline):
         )
 
     def default_config(self):
-        # A position table for seq_len (at least 128), up to BERT's 512: longer sequences
-        # need a config that says so, rather than a table as long as any seq_len given.
         return BertConfig.small(
             vocabulary_size=self.tokenizer.vocabulary_size,
-            max_sequence_length=min(max(self.options.seq_len, 128), DEFAULT_MAX_SEQUENCE_LENGTH),
+            max_sequence_length=position_table(self.options.seq_len),
         )
 
     def check_config(self, config):
@@ -481,6 +506,19 @@ class AlbertPretraining(BertPretraining):
     """
 
     options_class = AlbertPretrainingOptions
+    command_line = CommandLine(
+        "albert",
+        options=_pair_options,
+        config_class=AlbertConfig,
+        default_preset="tiny",
+        published_preset="base",
+        build_model=albert,
+        positions=position_table,
+        tokenizer="sentencepiece",
+        uses_mask_token=True,
+        pair_objective=True,
+        checkpoint_type="albert",
+    )
 
     def default_config(self):
         return AlbertConfig(
@@ -490,5 +528,5 @@ class AlbertPretraining(BertPretraining):
             num_heads=8,
             intermediate_dim=2048,
             vocabulary_size=self.tokenizer.vocabulary_size,
-            max_sequence_length=min(max(self.options.seq_len, 128), DEFAULT_MAX_SEQUENCE_LENGTH),
+            max_sequence_length=position_table(self.options.seq_len),
         )

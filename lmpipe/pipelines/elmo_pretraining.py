@@ -3,7 +3,8 @@
 import keras
 
 from lmpipe.contract import ENCODER_FEATURES, PADDING_MASK, TOKEN_IDS
-from lmpipe.models.elmo import ElmoConfig, ElmoLanguageModel
+from lmpipe.models.elmo import ElmoConfig, ElmoLanguageModel, elmo
+from lmpipe.pipelines.command_line import CommandLine
 from lmpipe.pipelines.gpt_pretraining import LanguageModelPretraining
 from lmpipe.pipelines.pipeline import perplexity
 from lmpipe.tokenizers.token_characters import token_characters
@@ -39,6 +40,14 @@ class ElmoPretraining(LanguageModelPretraining):
 
     config_classes = (ElmoConfig,)
     bidirectional = True
+    command_line = CommandLine(
+        "elmo",
+        config_class=ElmoConfig,
+        default_preset="tiny",
+        published_preset="small",
+        build_model=elmo,
+        objective="a language model of the next and the previous token",
+    )
 
     def default_config(self):
         return ElmoConfig.small(vocabulary_size=self.tokenizer.vocabulary_size)

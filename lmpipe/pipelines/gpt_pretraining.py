@@ -10,8 +10,9 @@ from lmpipe.arguments import check_number, check_positive_int, check_seed, check
 from lmpipe.datasets.examples.causal_lm import causal_lm_examples, check_causal_sequence_length
 from lmpipe.interop.hf.checkpoint import checkpoint_model_type
 from lmpipe.interop.hf.gpt2 import gpt2_config_from_hf, load_gpt2_weights
-from lmpipe.models.gpt import GptCausalLM, GptConfig
+from lmpipe.models.gpt import GptCausalLM, GptConfig, gpt
 from lmpipe.models.samplers import generate, sampler_for, traced_function
+from lmpipe.pipelines.command_line import CommandLine
 from lmpipe.pipelines.pipeline import PipelineOptions, TokenizerPipeline, perplexity
 from lmpipe.serving.text_export import export_text_function
 
@@ -117,6 +118,17 @@ class GptPretraining(LanguageModelPretraining):
     """
 
     config_classes = (GptConfig,)
+    predictions = ("generate",)
+    command_line = CommandLine(
+        "gpt",
+        config_class=GptConfig,
+        default_preset="tiny",
+        published_preset="small",
+        build_model=gpt,
+        tokenizer="bpe",
+        objective="a language model of the next token",
+        checkpoint_type="gpt2",
+    )
 
     def default_config(self):
         # GPT-2's 1024 positions: longer sequences need a config that says so, rather than a

@@ -129,6 +129,12 @@ class Pipeline:
     default_epochs = 1
     # How `fit` and `evaluate` name the data in errors.
     data_name = "the corpus"
+    # The methods that predict from texts (`fill_mask`, `classify`, ...): what `lmpipe
+    # predict` offers for the family, the first its default.
+    predictions = ()
+    # What `lmpipe evaluate` reads for the family: "corpus" (text files), "pairs" (TSV of
+    # translations), "labelled" (labelled texts), "tagged" (tagged words), "questions" (SQuAD).
+    evaluation_data = "corpus"
 
     _families = {}
 
@@ -508,6 +514,7 @@ class EncoderPipeline(TokenizerPipeline):
     `packing_layout` way: BERT, ALBERT, XLNet and the classifier. Adds `embed`."""
 
     packing_layout = "bert"
+    predictions = ("embed",)
 
     @property
     def encoder(self):

@@ -130,6 +130,8 @@ class SpanAnswerer(FineTuningPipeline):
     """
 
     options_class = SpanAnswererOptions
+    predictions = ("answer", "embed")
+    evaluation_data = "questions"
     # run_squad.py fine-tunes at 3e-5 (5e-5 in the paper's search) for 2 epochs.
     training_defaults = {"learning_rate": 3e-5}
     default_epochs = 2

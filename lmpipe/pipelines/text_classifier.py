@@ -97,6 +97,8 @@ class TextClassifier(FineTuningPipeline):
     """
 
     options_class = TextClassifierOptions
+    predictions = ("classify", "embed")
+    evaluation_data = "labelled"
     # BERT's fine-tuning learning rates are 2e-5 to 5e-5 (appendix A.3).
     training_defaults = {"learning_rate": 2e-5}
 

@@ -118,6 +118,8 @@ class TokenTagger(FineTuningPipeline):
     """
 
     options_class = TokenTaggerOptions
+    predictions = ("tag", "embed")
+    evaluation_data = "tagged"
     training_defaults = {"learning_rate": 5e-5}
     default_epochs = 3
     data_name = "the sentences"

@@ -150,6 +150,10 @@ class Translation(Pipeline):
     """
 
     options_class = TranslationOptions
+    predictions = ("translate",)
+    evaluation_data = "pairs"
+    # The configuration class of each `arch`, whose presets `lmpipe train --preset` names.
+    architectures = {"transformer": TransformerConfig, "rnn": RnnSeq2SeqConfig}
     training_options = TRANSLATION_TRAINING_OPTIONS
     default_batch_size = 64
     data_name = "the pairs"

@@ -55,6 +55,7 @@ from lmpipe.datasets.examples.word2vec_vocabulary import (
 )
 from lmpipe.kernels import KernelUnavailableError, load_kernel
 from lmpipe.models.word2vec import Word2VecModel, negative_sampling_loss
+from lmpipe.pipelines.command_line import CommandLine
 from lmpipe.pipelines.pipeline import Pipeline, PipelineOptions
 from lmpipe.serving.text_export import export_text_function
 from lmpipe.training.distribution import distributed_dataset, distribution_strategy
@@ -126,6 +127,16 @@ class Word2VecOptions(PipelineOptions):
             self.resolve(name, float(getattr(self, name)))
 
 
+def _command_line_options(flags):
+    """`lmpipe pretrain word2vec`'s options: the flags given (the others keep the defaults),
+    the learning rate as `alpha`, lower case unless `--cased`."""
+    names = ("method", "vector_size", "window", "min_count", "negative", "update")
+    options = {name: getattr(flags, name) for name in names}
+    options["alpha"] = flags.learning_rate
+    options = {name: value for name, value in options.items() if value is not None}
+    return {**options, "seed": flags.seed, "lower_case": not flags.cased}
+
+
 class Word2Vec(Pipeline):
     """word2vec word vectors (skip-gram or CBOW, negative sampling), trained in TensorFlow.
 
@@ -168,6 +179,8 @@ class Word2Vec(Pipeline):
 
     options_class = Word2VecOptions
     training_options = WORD2VEC_TRAINING_OPTIONS
+    predictions = ("most_similar",)
+    command_line = CommandLine("word2vec", options=_command_line_options)
     default_batch_size = None  # the method's, see `DEFAULT_BATCH_SIZES`
     default_epochs = 5
 

@@ -14,8 +14,9 @@ from lmpipe.datasets.examples.xlnet_examples import (
 )
 from lmpipe.interop.hf.checkpoint import checkpoint_model_type
 from lmpipe.interop.hf.xlnet import load_xlnet_pretrainer_weights, xlnet_config_from_hf
-from lmpipe.models.xlnet import XLNetConfig, check_memory_arguments
+from lmpipe.models.xlnet import XLNetConfig, check_memory_arguments, xlnet
 from lmpipe.models.xlnet_pretrainer import XLNetPretrainer
+from lmpipe.pipelines.command_line import CommandLine, shared_options
 from lmpipe.pipelines.pipeline import EncoderPipeline, PipelineOptions
 from lmpipe.tokenizers.sentence_piece import SentencePieceTokenizer
 from lmpipe.training.distribution import distribution_strategy, per_replica_batch_size
@@ -84,6 +85,13 @@ class XLNetPretrainingOptions(PipelineOptions):
         )
 
 
+def _command_line_options(flags):
+    """`lmpipe pretrain xlnet`'s options: memory unless `--reuse-len 0`, each example handing on
+    half its tokens without `--reuse-len` (the paper's 512-token examples reuse 256)."""
+    reuse_len = flags.seq_len // 2 if flags.reuse_len is None else flags.reuse_len
+    return {**shared_options(flags), "reuse_len": reuse_len or None, "mem_len": flags.mem_len}
+
+
 class XLNetPretraining(EncoderPipeline):
     """XLNet pretraining: permutation language modelling with two-stream attention.
 
@@ -127,6 +135,21 @@ class XLNetPretraining(EncoderPipeline):
     options_class = XLNetPretrainingOptions
     pretraining_heads = True
     config_classes = (XLNetConfig,)
+    predictions = ("embed",)
+    command_line = CommandLine(
+        "xlnet",
+        options=_command_line_options,
+        config_class=XLNetConfig,
+        default_preset="tiny",
+        published_preset="base",
+        build_model=xlnet,
+        tokenizer="sentencepiece",
+        sentence_piece_layout="xlnet",
+        uses_mask_token=True,
+        memory=True,
+        objective="a permutation LM",
+        checkpoint_type="xlnet",
+    )
 
     def __init__(self, tokenizer, config=None, **options):
         super().__init__(tokenizer, config, **options)

@@ -160,12 +160,12 @@ def test_baselines_are_the_most_frequent_token_and_unigram_on_evaluates_batches(
 
 
 def test_the_main_job_shows_fill_mask_on_sentences_of_its_corpus(tokenizer, capsys):
-    from lmpipe.cli.main import _fill_mask_examples
+    from lmpipe.cli.pretrain import fill_mask_examples
 
     corpus = TextCorpus.from_documents([SENTENCES, SENTENCES[::-1], SENTENCES[1:]])
     pipe = tiny(tokenizer)
     pipe.model = pipe.build_model()
-    _fill_mask_examples(pipe, corpus)
+    fill_mask_examples(pipe, corpus)
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 6 and all("[MASK]" in line for line in lines)
     assert lines[0] == "  my bird sang at the [MASK] ."  # the longest one-token word
@@ -173,12 +173,12 @@ def test_the_main_job_shows_fill_mask_on_sentences_of_its_corpus(tokenizer, caps
 
 
 def test_the_fill_mask_examples_skip_sentences_longer_than_seq_len(tokenizer, capsys):
-    from lmpipe.cli.main import _fill_mask_examples
+    from lmpipe.cli.pretrain import fill_mask_examples
 
     long = " ".join(SENTENCES * 3)  # 28 words: more than seq_len 16
     corpus = TextCorpus.from_documents([[long], [SENTENCES[0]]])
     pipe = tiny(tokenizer)
     pipe.model = pipe.build_model()
-    _fill_mask_examples(pipe, corpus)
+    fill_mask_examples(pipe, corpus)
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "  [MASK] cat sat on the mat ." and len(lines) == 2  # the first longest
