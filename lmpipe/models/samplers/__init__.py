@@ -10,10 +10,10 @@ from lmpipe.models.samplers.sampler import (
     Sampler,
     TopKSampler,
     TopPSampler,
-    sampler_for,
     traced_function,
 )
 from lmpipe.models.samplers.seq2seq import Seq2SeqModel, beam_search, decode, greedy_search
+from lmpipe.models.samplers.strategies import sampler_for
 
 __all__ = [
     "BeamSampler",

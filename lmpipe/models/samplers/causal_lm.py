@@ -23,9 +23,9 @@ from lmpipe.models.samplers.sampler import (
     TopKSampler,
     TopPSampler,
     check_token_id,
-    sampler_for,
     traced_function,
 )
+from lmpipe.models.samplers.strategies import sampler_for
 
 
 def left_pad(prompt_ids, prompt_mask, pad_id=0):

@@ -214,28 +214,6 @@ class TopPSampler(Sampler):
         return tf.random.stateless_categorical(self.filter(logits), 1, seed, dtype=tf.int32)[:, 0]
 
 
-STRATEGIES = ("greedy", "top_k", "top_p", "beam")
-
-
-def sampler_for(strategy, k=50, p=0.9, temperature=1.0, beam_width=4, length_penalty="average"):
-    """The sampler a strategy name describes, or `strategy` itself if it is a `Sampler`."""
-    if isinstance(strategy, Sampler):
-        return strategy
-    if strategy == "greedy":
-        return GreedySampler()
-    if strategy == "top_k":
-        return TopKSampler(k, temperature)
-    if strategy == "top_p":
-        return TopPSampler(p, temperature)
-    if strategy == "beam":
-        from lmpipe.models.samplers.beam import BeamSampler
-
-        return BeamSampler(beam_width, length_penalty)
-    raise ValueError(
-        f"`strategy` must be one of {STRATEGIES} or a Sampler, got strategy={strategy!r}."
-    )
-
-
 def end_mask(token_ids, eos_id):
     """int32, the shape of `token_ids` (`[..., L]`): 1 up to each row's first `eos_id`
     included, 0 after it (all 1 without one)."""
