@@ -242,7 +242,7 @@ def _check_pretrain_arguments(arguments, strategy):
     from lmpipe.tokenizers.sentence_piece_trainer import minimum_vocab_size
     from lmpipe.tokenizers.wordpiece import MIN_LEARNED_TOKENS, SPECIAL_TOKENS, WordPieceTokenizer
     from lmpipe.training.distribution import per_replica_batch_size
-    from lmpipe.training.loop import check_training_values
+    from lmpipe.training.options import check_training_values
 
     _check_steps(arguments.steps, arguments.epochs)
     _check_positive(accumulation_steps=arguments.accumulation_steps)
@@ -601,7 +601,7 @@ def _train_translation(arguments):
     )
     from lmpipe.datasets import ParallelCorpus
     from lmpipe.training.distribution import per_replica_batch_size
-    from lmpipe.training.loop import check_training_values
+    from lmpipe.training.options import check_training_values
 
     try:
         per_replica_batch_size(strategy, arguments.batch_size)
