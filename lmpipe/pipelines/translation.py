@@ -418,15 +418,14 @@ class Translation(Pipeline):
         tensorflow_text. `warmup_texts` (True: a built-in sentence, a list, or False) become
         TF Serving warmup requests. Returns the version directory.
         """
-        from lmpipe.serving.text_export import export_text_function, saveable_variables
+        from lmpipe.serving.text_export import export_text_function, serving_module
 
         function = self.translation_function(beam_width, max_length)
-        # The variables as plain tf.Variables and the tokenizers' tables: everything the
-        # function reads, without the Keras model (which the TF1 loader cannot restore).
-        module = tf.Module()
-        module.model_variables = saveable_variables(self.model.seq2seq.variables)
-        module.source_tokenizer = self.source_tokenizer
-        module.target_tokenizer = self.target_tokenizer
+        module = serving_module(
+            self.model.seq2seq.variables,
+            source_tokenizer=self.source_tokenizer,
+            target_tokenizer=self.target_tokenizer,
+        )
         return export_text_function(
             base_dir,
             module,
