@@ -5,7 +5,7 @@ length 128, batch 32, the bert-base-uncased vocabulary (30,522 ids, masked-LM ou
 token embedding), dropout 0.1, float32. Both have 11,169,082 parameters (lmpipe's "mlm" model).
 
 - lmpipe: `BertPretraining(tokenizer, seq_len=128, objective=..., config=BertConfig(...))
-  .build_model()`, compiled as `pipeline.fit` compiles it (`lmpipe.training.optimizers.adamw`:
+  .build_model()`, compiled as `pipeline.fit` compiles it (`lmpipe.training.schedules.adamw`:
   AdamW with BERT's schedule and global-norm clipping, then `compile(jit_compile=...)`), for
   objective "mlm" (masked LM only: keras-hub's task) and "nsp" (masked LM + the pooler and the
   next-sentence head: a little more work than keras-hub does).
@@ -66,8 +66,9 @@ from measure import Results, interleaved_seconds, print_machine, ratio_range  # 
 from lmpipe.datasets import TextCorpus, WordPieceTokenizer  # noqa: E402
 from lmpipe.models import BertConfig  # noqa: E402
 from lmpipe.pipelines import BertPretraining  # noqa: E402
-from lmpipe.training.loop import dtype_policy  # noqa: E402
-from lmpipe.training.optimizers import FusedAdam, WarmupLinearDecay, adamw  # noqa: E402
+from lmpipe.training.optimizers import FusedAdam  # noqa: E402
+from lmpipe.training.precision import dtype_policy  # noqa: E402
+from lmpipe.training.schedules import WarmupLinearDecay, adamw  # noqa: E402
 
 BATCH, LENGTH = 32, 128
 LAYERS, HIDDEN, HEADS, FFN = 4, 256, 4, 1024

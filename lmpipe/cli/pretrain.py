@@ -315,7 +315,7 @@ def check_arguments(arguments, strategy):
     from lmpipe.tokenizers.sentence_piece_trainer import minimum_vocab_size
     from lmpipe.tokenizers.wordpiece import MIN_LEARNED_TOKENS, SPECIAL_TOKENS, WordPieceTokenizer
     from lmpipe.training.distribution import per_replica_batch_size
-    from lmpipe.training.loop import check_training_values
+    from lmpipe.training.options import check_training_values
 
     flags.check_steps(arguments.steps, arguments.epochs)
     flags.check_positive(arguments, "accumulation_steps")

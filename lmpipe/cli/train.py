@@ -74,7 +74,7 @@ def run(arguments):
     flags.check_positive(arguments, "held_out", "beam_width", "accumulation_steps")
     from lmpipe.datasets import ParallelCorpus
     from lmpipe.training.distribution import per_replica_batch_size
-    from lmpipe.training.loop import check_training_values
+    from lmpipe.training.options import check_training_values
 
     try:
         per_replica_batch_size(strategy, arguments.batch_size)

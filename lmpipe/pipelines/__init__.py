@@ -17,8 +17,8 @@ from lmpipe.pipelines.translation import Translation
 from lmpipe.pipelines.word2vec import Word2Vec
 from lmpipe.pipelines.xlnet_pretraining import XLNetPretraining, XLNetPretrainingOptions
 from lmpipe.training.distribution import distribution_strategy
-from lmpipe.training.optimizers import TransformerSchedule, WarmupLinearDecay
 from lmpipe.training.preemption import PREEMPTED_EXIT_CODE, Preempted
+from lmpipe.training.schedules import TransformerSchedule, WarmupLinearDecay
 
 __all__ = [
     "PREEMPTED_EXIT_CODE",

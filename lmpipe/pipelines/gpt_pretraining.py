@@ -3,7 +3,6 @@
 import dataclasses
 import os
 
-import keras
 import tensorflow as tf
 
 from lmpipe.arguments import check_number, check_positive_int, check_seed, check_texts
@@ -14,7 +13,7 @@ from lmpipe.models.gpt import GptCausalLM, GptConfig, gpt
 from lmpipe.models.samplers import generate, sampler_for, traced_function
 from lmpipe.pipelines.command_line import CommandLine
 from lmpipe.pipelines.pipeline import PipelineOptions, TokenizerPipeline, perplexity
-from lmpipe.serving.text_export import export_text_function
+from lmpipe.serving.text_export import export_text_function, serving_module
 
 
 @dataclasses.dataclass(frozen=True)
@@ -311,15 +310,7 @@ class GptPretraining(LanguageModelPretraining):
     def serving_module(self):
         """A `tf.Module` tracking what generation reads: the model's variables (as the
         `tf.Variable`s Keras wraps, which the TF1 loader restores) and the tokenizer."""
-        model = self.require_model()
-        module = tf.Module(name="lmpipe_gpt_serving")
-        unique = {}
-        for variable in model.variables:
-            variable = variable.value if isinstance(variable, keras.Variable) else variable
-            unique.setdefault(id(variable), variable)
-        module.model_variables = list(unique.values())
-        module.tokenizer = self.tokenizer
-        return module
+        return serving_module(self.require_model().variables, tokenizer=self.tokenizer)
 
     def write_export(
         self,

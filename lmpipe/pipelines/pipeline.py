@@ -25,15 +25,10 @@ from lmpipe.models.samplers import traced_function
 from lmpipe.pipelines import saved_pipeline
 from lmpipe.tokenizers.tokenizer import Tokenizer
 from lmpipe.training.best_epoch import KeepBest
+from lmpipe.training.callbacks import EvaluateEachEpoch, one_pass_without_warning
 from lmpipe.training.checkpointing import write_json_atomically
-from lmpipe.training.loop import (
-    TRAINING_OPTIONS,
-    EvaluateEachEpoch,
-    check_training_options,
-    one_pass_steps,
-    one_pass_without_warning,
-    train,
-)
+from lmpipe.training.loop import one_pass_steps, train
+from lmpipe.training.options import TRAINING_OPTIONS, check_training_options
 
 NO_MODEL = "The pipeline has no model yet: call fit() or load() first."
 STEPS_FILE = "one_pass_steps.json"
@@ -122,7 +117,8 @@ class Pipeline:
     """
 
     options_class = PipelineOptions
-    # The training options `fit` accepts, and the family's defaults for some of them.
+    # The training options `fit` accepts (fields of `TrainingOptions`), and the family's
+    # defaults for some of them.
     training_options = TRAINING_OPTIONS
     training_defaults = {}
     default_batch_size = 32
@@ -194,7 +190,7 @@ class Pipeline:
 
     def optimizer(self, training_options):
         """None for AdamW with BERT's schedule, or `(total_steps) -> optimizer` for a family
-        with its own; may take (pop) its options from `training_options`."""
+        with its own, made from the `TrainingOptions` `training_options`."""
         del training_options
         return None
 
@@ -235,7 +231,7 @@ class Pipeline:
                 (lower is better for losses and perplexities), `"val_accuracy"`.
             patience: with validation, stop after this many epochs without a gain in
                 `monitor` (early stopping); None: train every epoch.
-            **training_options: the training options of `lmpipe.training.loop.train`
+            **training_options: the fields of `lmpipe.training.options.TrainingOptions`
                 (`strategy`, `checkpoint_dir`, `learning_rate`, `warmup_steps`,
                 `weight_decay`, `clipnorm`, `mixed_precision`, `jit_compile`,
                 `accumulation_steps`, `checkpoint_every`, `log_dir`, `callbacks`, `verbose`),
@@ -259,14 +255,11 @@ class Pipeline:
             raise ValueError("`patience` (early stopping) needs `validation` data to watch.")
         keep_best = None
         if validation is not None:
-            directory = options.get("checkpoint_dir")
-            keep_best = KeepBest(
-                monitor, patience, directory, verbose=options.get("verbose", "auto")
-            )
+            keep_best = KeepBest(monitor, patience, options.checkpoint_dir, verbose=options.verbose)
         self.before_fit(data)
         if steps_per_epoch is None:
-            update_batch = batch_size * options.get("accumulation_steps", 1)
-            steps = self._counted_steps(data, update_batch, options.get("checkpoint_dir"))
+            update_batch = batch_size * options.accumulation_steps
+            steps = self._counted_steps(data, update_batch, options.checkpoint_dir)
             steps_per_epoch = one_pass_steps(steps, update_batch, self.data_name)
         if validation is not None:
             batches = self.evaluation_batches(validation, batch_size, None)
@@ -275,9 +268,10 @@ class Pipeline:
                     f"`validation` makes no batch of `batch_size`={batch_size} examples: give "
                     "more validation data, a smaller batch size, or no validation."
                 )
-            options["callbacks"] = [EvaluateEachEpoch(batches), *(options.get("callbacks") or [])]
+            callbacks = (EvaluateEachEpoch(batches), *options.callbacks)
+            options = dataclasses.replace(options, callbacks=callbacks)
         optimizer = self.optimizer(options)
-        previous = self.model if options.get("checkpoint_dir") is None else None
+        previous = self.model if options.checkpoint_dir is None else None
 
         def make_dataset(per_replica, input_context, skip):
             return self.training_batches(data, per_replica, input_context).skip(skip)
@@ -293,7 +287,7 @@ class Pipeline:
             seed=self.options.seed,
             optimizer=optimizer,
             keep_best=keep_best,
-            **options,
+            options=options,
         )
         self.after_fit()
         return history

@@ -2,7 +2,6 @@
 (extractive question answering, SQuAD)."""
 
 import dataclasses
-import os
 import warnings
 
 import numpy as np
@@ -419,35 +418,18 @@ class SpanAnswerer(FineTuningPipeline):
         and `end` (int32 character offsets in the context, -1 for no answer) out, per
         question. Windows, the model and the span search run in the graph, so a client sends
         raw text and gets the answer text (see README)."""
-        from lmpipe.serving import versions
-        from lmpipe.serving.export import SERVING_DEFAULT, saveable_variables
-        from lmpipe.serving.warmup import prediction_log, write_warmup_requests
+        from lmpipe.serving.text_export import export_text_function, serving_module
 
-        base_dir = versions.check_base_dir(base_dir)
-        versions.check_version(version)
-        check_bool("overwrite", overwrite)
-        versions.remove_leftovers(base_dir)
-        versions.check_not_exported(base_dir, version, overwrite)
-        module = tf.Module()
-        module.tokenizer = self.tokenizer
-        module.model_variables = saveable_variables(self.require_model().variables)
-        function = self.answer_function()
-        concrete = function.get_concrete_function()
-        inputs = {
-            "question": np.array([WARMUP_QUESTION.encode()], object),
-            "context": np.array([WARMUP_CONTEXT.encode()], object),
-        }
-        concrete(**{name: tf.constant(value) for name, value in inputs.items()})
-        with versions.temporary_directory(base_dir) as temporary:
-            tf.saved_model.save(
-                module,
-                temporary,
-                signatures={SERVING_DEFAULT: concrete},
-                options=tf.saved_model.SaveOptions(save_debug_info=False),
-            )
-            model_name = os.path.basename(os.path.normpath(os.path.abspath(base_dir)))
-            write_warmup_requests(temporary, [prediction_log(model_name, SERVING_DEFAULT, inputs)])
-            return versions.publish(temporary, base_dir, version, overwrite)
+        module = serving_module(self.require_model().variables, tokenizer=self.tokenizer)
+        warmup = {"question": [WARMUP_QUESTION], "context": [WARMUP_CONTEXT]}
+        return export_text_function(
+            base_dir,
+            module,
+            self.answer_function(),
+            version=version,
+            overwrite=overwrite,
+            warmup_texts=warmup,
+        )
 
 
 def first_words_answers(examples, words):

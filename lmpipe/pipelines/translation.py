@@ -31,8 +31,8 @@ from lmpipe.models.seq2seq_trainer import (
 from lmpipe.models.transformer import TransformerConfig
 from lmpipe.pipelines.pipeline import Pipeline, PipelineOptions
 from lmpipe.tokenizers.wordpiece import WordPieceTokenizer
-from lmpipe.training.loop import TRAINING_OPTIONS
-from lmpipe.training.optimizers import seq2seq_optimizer
+from lmpipe.training.options import TRAINING_OPTIONS
+from lmpipe.training.schedules import seq2seq_optimizer
 
 # The training options `Translation.fit` takes: its optimizers (`optimizer`) have no weight
 # decay, and its models are not XLA-compiled.
@@ -296,6 +296,12 @@ class Translation(Pipeline):
         )
         self.config = self.resolved_model_config()
 
+    @property
+    def training_defaults(self):
+        """`learning_rate` scales the Transformer's schedule (its `factor`: 1, the paper's)
+        or is the recurrent models' constant rate (1e-3)."""
+        return {"learning_rate": 1.0 if self.options.arch == "transformer" else 1e-3}
+
     def optimizer(self, training_options):
         """The Transformer's Adam (0.9, 0.98, 1e-9) with the paper's schedule, or Adam with a
         constant learning rate for RNNs, from these training options:
@@ -307,9 +313,9 @@ class Translation(Pipeline):
         config = self.config
         return seq2seq_optimizer(
             config.hidden_dim if isinstance(config, TransformerConfig) else None,
-            training_options.pop("learning_rate", None),
-            training_options.pop("warmup_steps", None),
-            training_options.pop("clipnorm", 1.0),
+            training_options.learning_rate,
+            training_options.warmup_steps,
+            training_options.clipnorm,
         )
 
     # Translation and evaluation -------------------------------------------------------------
@@ -416,15 +422,14 @@ class Translation(Pipeline):
         tensorflow_text. `warmup_texts` (True: a built-in sentence, a list, or False) become
         TF Serving warmup requests. Returns the version directory.
         """
-        from lmpipe.serving.text_export import export_text_function, saveable_variables
+        from lmpipe.serving.text_export import export_text_function, serving_module
 
         function = self.translation_function(beam_width, max_length)
-        # The variables as plain tf.Variables and the tokenizers' tables: everything the
-        # function reads, without the Keras model (which the TF1 loader cannot restore).
-        module = tf.Module()
-        module.model_variables = saveable_variables(self.model.seq2seq.variables)
-        module.source_tokenizer = self.source_tokenizer
-        module.target_tokenizer = self.target_tokenizer
+        module = serving_module(
+            self.model.seq2seq.variables,
+            source_tokenizer=self.source_tokenizer,
+            target_tokenizer=self.target_tokenizer,
+        )
         return export_text_function(
             base_dir,
             module,

@@ -1,10 +1,11 @@
 """word2vec: vocabulary, training, word vectors, evaluation, export, in one object.
 
-Training uses its own loop rather than `lmpipe.training.loop.train` (even with its
-`optimizer=` argument): word2vec's update is not a Keras optimizer's, and its steps are tiny
-(a gather, dot products and a scatter per example), so autodiff, Keras' per-step machinery
-and an optimizer over `IndexedSlices` made the first version of this pipeline run at about
-1/20 of gensim's speed. Two updates (`Word2VecOptions.update`):
+Training uses its own loop (`lmpipe.training.word2vec_loop`) rather than
+`lmpipe.training.loop.train` (even with its `optimizer=` argument): word2vec's update is not a
+Keras optimizer's, and its steps are tiny (a gather, dot products and a scatter per example),
+so autodiff, Keras' per-step machinery and an optimizer over `IndexedSlices` made the first
+version of this pipeline run at about 1/20 of gensim's speed. Its checkpoints are every
+family's (`lmpipe.training.checkpointing.RunCheckpoints`). Two updates (`Word2VecOptions.update`):
 
 - "sequential" (the default on one device): lmpipe's compiled kernel
   (`lmpipe.models.word2vec.sequential_sgd_step`) updates the vectors after every example, as
@@ -24,9 +25,9 @@ reference implementation does.
 
 import contextlib
 import dataclasses
+import hashlib
 import io
 import os
-import time
 import warnings
 
 import keras
@@ -58,9 +59,10 @@ from lmpipe.models.word2vec import Word2VecModel, negative_sampling_loss
 from lmpipe.pipelines.command_line import CommandLine
 from lmpipe.pipelines.pipeline import Pipeline, PipelineOptions
 from lmpipe.serving.text_export import export_text_function
+from lmpipe.training.checkpointing import RunCheckpoints
 from lmpipe.training.distribution import distributed_dataset, distribution_strategy
-from lmpipe.training.loop import History, check_training_options
-from lmpipe.training.word2vec_checkpoints import Word2VecCheckpoints, vocabulary_fingerprint
+from lmpipe.training.options import check_training_options
+from lmpipe.training.word2vec_loop import epoch_function, is_distributed, train_epochs
 
 VOCABULARY_FILE = "vocabulary.tsv"
 VECTORS_FILE = "vectors.npz"
@@ -181,6 +183,7 @@ class Word2Vec(Pipeline):
     training_options = WORD2VEC_TRAINING_OPTIONS
     predictions = ("most_similar",)
     command_line = CommandLine("word2vec", options=_command_line_options)
+    training_defaults = {"verbose": True}
     default_batch_size = None  # the method's, see `DEFAULT_BATCH_SIZES`
     default_epochs = 5
 
@@ -265,7 +268,10 @@ class Word2Vec(Pipeline):
             ValueError: bad `epochs`, or no word occurs `min_count` times.
         """
         options = check_training_options(
-            f"{type(self).__name__}.fit", training_options, accepted=self.training_options
+            f"{type(self).__name__}.fit",
+            training_options,
+            self.training_defaults,
+            self.training_options,
         )
         for name, value in (("steps_per_epoch", steps_per_epoch), ("validation", validation)):
             if value is not None:
@@ -276,11 +282,9 @@ class Word2Vec(Pipeline):
         epochs = self.default_epochs if epochs is None else epochs
         check_positive_int("epochs", epochs)
         examples_per_batch = self._examples_per_batch(batch_size)
-        strategy = options.get("strategy")
-        checkpoint_dir = options.get("checkpoint_dir")
-        verbose = options.get("verbose", True)
+        checkpoint_dir, verbose = options.checkpoint_dir, options.verbose
         corpus = as_corpus(corpus)
-        strategy = distribution_strategy(strategy)
+        strategy = distribution_strategy(options.strategy)
         # Before the corpus is read: update='sequential' may not run here at all.
         sequential = self.sequential_update(strategy)
         settings = self.options
@@ -307,13 +311,14 @@ class Word2Vec(Pipeline):
         checkpoints = None
         first_epoch, words_done = 0, 0.0
         if checkpoint_dir is not None:
-            checkpoints = Word2VecCheckpoints(
-                checkpoint_dir, self.model, strategy, self.run_settings(vocabulary)
-            )
+            checkpoints = self._checkpoints(checkpoint_dir, strategy, vocabulary)
             first_epoch = checkpoints.restore()
             # The words processed as the interrupted run counted them (not recomputed from
-            # the epochs), so that the resumed run's learning rates are the unbroken run's.
-            words_done = checkpoints.words_processed(vocabulary.retained_words)
+            # the epochs), so that the resumed run's learning rates are the unbroken run's;
+            # a checkpoint written before they were kept counts whole epochs' words.
+            words_done = float(checkpoints.optional["words_done"].numpy())
+            if checkpoints.lacking:
+                words_done = float(first_epoch * vocabulary.retained_words)
 
         word_ids = {}
 
@@ -343,7 +348,10 @@ class Word2Vec(Pipeline):
 
             return distributed_dataset(strategy, for_pipeline)
 
-        train = self._epoch_function(strategy, epochs * vocabulary.retained_words, sequential)
+        total_words = epochs * vocabulary.retained_words
+        train = epoch_function(
+            self.model, strategy, total_words, settings.alpha, settings.min_alpha, sequential
+        )
         if sequential:
             # One iterator for the whole run, so that the input pipeline prefetches across the
             # ends of epochs; an epoch is its fixed number of batches of sentences.
@@ -358,7 +366,7 @@ class Word2Vec(Pipeline):
             def run_epoch(epoch, words_done):
                 return train(batches, words_done, steps)
 
-        elif self._distributed(strategy):
+        elif is_distributed(strategy):
 
             def run_epoch(epoch, words_done):
                 return train(make_dataset(epoch), words_done)
@@ -380,56 +388,57 @@ class Word2Vec(Pipeline):
             def run_epoch(epoch, words_done):
                 return train_epoch(tf.constant(epoch, tf.int64), words_done)
 
+        def end_epoch(epochs_done, words_done):
+            if checkpoints is not None:
+                checkpoints.tracked["epoch"].assign(epochs_done)
+                checkpoints.optional["words_done"].assign(words_done)
+                checkpoints.save()
+
         words_done = tf.constant(words_done, tf.float64)
+        words = vocabulary.retained_words
         try:
-            return self._train_epochs(
-                run_epoch, first_epoch, epochs, words_done, vocabulary, verbose, checkpoints
+            return train_epochs(
+                run_epoch, first_epoch, epochs, words_done, words, verbose, end_epoch
             )
         finally:
             if checkpoints is not None:
                 checkpoints.close()
 
-    def _train_epochs(
-        self, run_epoch, first_epoch, epochs, words_done, vocabulary, verbose, checkpoints
-    ):
-        """`fit`'s epochs from `first_epoch`, each checkpointed by `checkpoints` (None: not)."""
-        history = History()
-        for epoch in range(first_epoch, epochs):
-            start = time.perf_counter()
-            loss, examples, words_done = run_epoch(epoch, words_done)
-            seconds = time.perf_counter() - start
-            words = vocabulary.retained_words
-            record = {
-                "loss": float(loss) / max(float(examples), 1.0),
-                "examples": int(examples),
-                "words": words,
-                "seconds": seconds,
-                "words_per_second": words / seconds,
-            }
-            history.epoch.append(epoch)
-            for name, value in record.items():
-                history.history.setdefault(name, []).append(value)
-            if verbose:
-                print(
-                    f"word2vec epoch {epoch + 1}/{epochs}: loss {record['loss']:.4f}, "
-                    f"{record['examples']} examples, {record['words_per_second']:,.0f} words/s"
-                )
-            if checkpoints is not None:
-                checkpoints.save_epoch(epoch + 1, words_done)
-        return history
+    def _checkpoints(self, directory, strategy, vocabulary):
+        """The run's `RunCheckpoints` in `directory`, one per epoch: both vector tables, the
+        epochs done (`epoch`, which numbers them) and the words processed (`words_done`,
+        where the learning rate's decay stands, optional: checkpoints of before it lack it)."""
+        embedding = self.model.embedding
+        epochs_done = tf.Variable(0, dtype=tf.int64, trainable=False)
+        tables = {
+            "input_embeddings": embedding.input_embeddings.value,
+            "output_embeddings": embedding.output_embeddings.value,
+            "epoch": epochs_done,
+        }
+        words_done = tf.Variable(0.0, dtype=tf.float64, trainable=False)
+        # Two kept, so that a damaged newest one has one to fall back on.
+        return RunCheckpoints(
+            directory,
+            tables,
+            strategy,
+            self.run_settings(vocabulary),
+            steps=lambda: int(epochs_done.numpy()),
+            max_to_keep=2,
+            optional={"words_done": words_done},
+        )
 
     def run_settings(self, vocabulary):
         """What identifies a training run, kept in the checkpoint directory's `run.json` and
         checked when a run resumes (`lmpipe.training.checkpointing`): the options (method,
         window, negative, vector_size, min_count, sample, alpha, min_alpha, lower_case,
-        update, seed) and the vocabulary (its size and a hash of its words and counts)."""
-        return self.run_config() | {"vocabulary": vocabulary_fingerprint(vocabulary)}
-
-    @staticmethod
-    def _distributed(strategy):
-        return isinstance(
-            strategy, (tf.distribute.MirroredStrategy, tf.distribute.MultiWorkerMirroredStrategy)
+        update, seed) and the vocabulary (its size and a hash of its words and counts, which
+        says that two runs train the same rows on the same word frequencies)."""
+        lines = "\n".join(
+            f"{word}\t{count}"
+            for word, count in zip(vocabulary.words, vocabulary.counts.tolist(), strict=True)
         )
+        digest = hashlib.sha256(lines.encode("utf-8")).hexdigest()
+        return self.run_config() | {"vocabulary": {"words": len(vocabulary), "sha256": digest}}
 
     def sequential_update(self, strategy=None):
         """Whether `fit` under `strategy` (None: the current one) updates example by example
@@ -457,53 +466,6 @@ class Word2Vec(Pipeline):
             )
             return False
         return True
-
-    def _epoch_function(self, strategy, total_words, sequential):
-        """A `tf.function` that trains SGD step by step on a (distributed) dataset to its end,
-        or on `steps` batches of an iterator, and returns `(loss, examples, words_done)`."""
-        model, alpha, min_alpha = self.model, self.options.alpha, self.options.min_alpha
-
-        # The batched step: XLA fuses its gathers, products and scatters (2-3x faster on
-        # CPU); the batches have one fixed shape, so it compiles once. Under a distribution
-        # strategy the updates of mirrored tables go through a cross-replica merge, which XLA
-        # cannot compile. The sequential step is one op of lmpipe's own.
-        @tf.function(jit_compile=not (sequential or self._distributed(strategy)))
-        def step(features, learning_rate):
-            loss, count = model.sgd_step(
-                features, tf.cast(learning_rate, tf.float32), sequential=sequential
-            )
-            return loss, count, tf.reduce_sum(features["words"])
-
-        @tf.function
-        def run_epoch(batches, words_done, steps=None):
-            """Train on `batches`: a dataset, to its end, or an iterator, `steps` batches of it."""
-            loss_sum = tf.constant(0.0, tf.float64)
-            examples = tf.constant(0, tf.int64)
-            if steps is None:
-                for features in batches:
-                    loss, count, words = train_step(features, words_done)
-                    loss_sum += loss
-                    examples += count
-                    words_done += words
-            else:
-                for _ in tf.range(steps):
-                    loss, count, words = train_step(batches.get_next(), words_done)
-                    loss_sum += loss
-                    examples += count
-                    words_done += words
-            return loss_sum, examples, words_done
-
-        def train_step(features, words_done):
-            progress = tf.minimum(words_done / total_words, 1.0)
-            learning_rate = alpha - (alpha - min_alpha) * progress
-            loss, count, words = strategy.run(step, args=(features, learning_rate))
-            return (
-                tf.cast(strategy.reduce("SUM", loss, axis=None), tf.float64),
-                strategy.reduce("SUM", count, axis=None),
-                tf.cast(strategy.reduce("SUM", words, axis=None), tf.float64),
-            )
-
-        return run_epoch
 
     # Results ----------------------------------------------------------------------------------
 

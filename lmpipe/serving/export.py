@@ -43,10 +43,13 @@ from lmpipe.datasets.examples.packing import (
     pack_texts,
 )
 from lmpipe.datasets.examples.permutation import MAX_SEQ_LEN as XLNET_MAX_SEQ_LEN
-from lmpipe.serving import versions
-from lmpipe.serving.warmup import prediction_log, write_warmup_requests
+from lmpipe.serving.protocol import (
+    SERVING_DEFAULT,
+    check_destination,
+    saveable_variables,
+    write_version,
+)
 
-SERVING_DEFAULT = "serving_default"
 # The texts of a request run through the model in groups of this many, sorted by length, each
 # padded to its own longest: a long text no longer makes every short one of the request pay
 # for its length.
@@ -78,11 +81,12 @@ def export_saved_model(
 ):
     """Export `model` with `tokenizer` as `<base_dir>/<version>/`, a SavedModel for TF Serving.
 
-    The version directory appears complete or not at all: the SavedModel is written to a
-    hidden `.tmp-lmpipe-*` directory in `base_dir` (TF Serving only considers integer names)
-    and renamed to its version number when it is finished; with `overwrite=True` it is
-    swapped with the old version in one atomic step, so that the version is never missing.
-    What a killed export left in `base_dir` is cleared first (see `lmpipe.serving.versions`).
+    Written by the export protocol (`lmpipe.serving.protocol`): the version directory appears
+    complete or not at all: the SavedModel is written to a hidden `.tmp-lmpipe-*` directory in
+    `base_dir` (TF Serving only considers integer names) and renamed to its version number
+    when it is finished; with `overwrite=True` it is swapped with the old version in one atomic
+    step, so that the version is never missing. What a killed export left in `base_dir` is
+    cleared first (see `lmpipe.serving.versions`).
 
     Args:
         base_dir: the model's base directory, what TF Serving's `--model_base_path` points to
@@ -132,15 +136,10 @@ def export_saved_model(
             model fails on a `[1, seq_len]` batch of the tokenizer's ids or returns outputs
             that cannot be served.
     """
-    base_dir = versions.check_base_dir(base_dir)
-    versions.check_version(version)
-    if not isinstance(overwrite, bool):
-        raise ValueError(f"`overwrite` must be True or False, got overwrite={overwrite!r}.")
     if not isinstance(pairs, bool):
         raise ValueError(f"`pairs` must be True or False, got pairs={pairs!r}.")
     warmup_texts = _check_warmup(warmup)
-    versions.remove_leftovers(base_dir)
-    versions.check_not_exported(base_dir, version, overwrite)
+    base_dir = check_destination(base_dir, version, overwrite)
 
     module = ServingModule(
         model,
@@ -154,23 +153,10 @@ def export_saved_model(
         extra_signatures=extra_signatures,
     )
     signatures = module.signatures()
-    with versions.temporary_directory(base_dir) as temporary:
-        with tempfile.TemporaryDirectory() as assets:
-            module.attach_tokenizer_assets(assets)
-            tf.saved_model.save(
-                module,
-                temporary,
-                signatures=signatures,
-                options=tf.saved_model.SaveOptions(save_debug_info=False),
-            )
-        if warmup_texts:
-            model_name = os.path.basename(os.path.normpath(os.path.abspath(base_dir)))
-            requests = module.example_requests(warmup_texts)
-            write_warmup_requests(
-                temporary,
-                [prediction_log(model_name, name, inputs) for name, inputs in requests.items()],
-            )
-        return versions.publish(temporary, base_dir, version, overwrite)
+    requests = module.example_requests(warmup_texts) if warmup_texts else {}
+    with tempfile.TemporaryDirectory() as assets:
+        module.attach_tokenizer_assets(assets)
+        return write_version(base_dir, module, signatures, requests, version, overwrite)
 
 
 class ServingModule(tf.Module):
@@ -572,24 +558,6 @@ def _smallest_setting(model, name):
             values.append(value)
         pending.extend(getattr(layer, "layers", None) or [])
     return min(values, default=None)
-
-
-def saveable_variables(variables):
-    """The `tf.Variable`s to save: a Keras 3 variable is saved as the `tf.Variable` it wraps.
-
-    Saving the Keras wrapper makes a SavedModel that `tf.saved_model.load` reads but the TF1
-    loader, hence TF Serving, does not: the checkpoint is restored into a copy of each variable
-    while the functions read the original, left uninitialized ("Could not find variable ...";
-    keras-team/keras#20095, tensorflow/serving#2250).
-    """
-    unique = {}
-    for variable in variables:
-        if isinstance(variable, keras.Variable):
-            variable = variable.value  # outside a layer call: the tf.Variable itself
-        if not isinstance(variable, tf.Variable):
-            raise ValueError(f"`model.variables` holds {variable!r}, not a variable.")
-        unique.setdefault(id(variable), variable)
-    return list(unique.values())
 
 
 class _OutputError(ValueError):

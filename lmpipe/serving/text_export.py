@@ -1,29 +1,32 @@
-"""Export a text-in function (translation, generation, word vectors) for TensorFlow Serving.
+"""Export a text-in function (translation, generation, question answering, word vectors) for
+TensorFlow Serving, by the export protocol (`lmpipe.serving.protocol`).
 
 `export_text_function(base_dir, module, function)` writes `<base_dir>/<version>/` with one
-`serving_default` signature: the strings of a `[batch]` `tf.string` input go in, the function's
-dict of batch-major tensors (strings allowed) comes out. Tokenization, the model and any
-decoding loop run inside the graph, so a TF Serving client sends raw text.
+`serving_default` signature: the strings of one or more `[batch]` `tf.string` inputs go in,
+the function's dict of batch-major tensors (strings allowed) comes out. Tokenization, the
+model and any decoding loop run inside the graph, so a TF Serving client sends raw text.
 
 What makes such an export loadable by TF Serving's TF1 loader (the tests reproduce it with
 `lmpipe.serving.emulator.compat.ServingProcess`):
-- `module` tracks the model's variables as plain `tf.Variable`s
-  (`module.model_variables = saveable_variables(model.variables)`), never the Keras model
-  itself (see `lmpipe.serving.export.saveable_variables`), and every lookup table the function
-  uses (a `WordPieceTokenizer` is a `tf.Module`: assign it to an attribute of `module`);
+- `module` tracks the model's variables as plain `tf.Variable`s, never the Keras model itself
+  (see `lmpipe.serving.protocol.saveable_variables`), and every lookup table the function
+  uses (a `WordPieceTokenizer` is a `tf.Module`): `serving_module(model.variables,
+  tokenizer=tokenizer)` makes such a module;
 - the function is a `tf.function` without XLA (`jit_compile=False`), with an input signature.
 """
-
-import os
 
 import numpy as np
 import tensorflow as tf
 
-from lmpipe.serving import versions
-from lmpipe.serving.export import SERVING_DEFAULT, saveable_variables
-from lmpipe.serving.warmup import prediction_log, write_warmup_requests
+from lmpipe.serving.protocol import (
+    SERVING_DEFAULT,
+    check_destination,
+    saveable_variables,
+    serving_module,
+    write_version,
+)
 
-__all__ = ["export_text_function", "saveable_variables"]
+__all__ = ["export_text_function", "saveable_variables", "serving_module"]
 
 WARMUP_TEXTS = ("The quick brown fox jumps over the lazy dog.",)
 
@@ -41,13 +44,15 @@ def export_text_function(
         module: a `tf.Module` tracking every variable and table `function` reads (see the
             module docstring).
         function: a `tf.function(jit_compile=False)` with `input_signature=[tf.TensorSpec([None],
-            tf.string)]`, returning a dict of tensors with the batch as first axis. The name
-            of its argument is the signature's input name (for instance `text` or `prompt`).
+            tf.string)]` (or several such inputs, e.g. a question and a context), returning a
+            dict of tensors with the batch as first axis. The names of its arguments are the
+            signature's input names (for instance `text` or `prompt`).
         version: the integer version; None takes 1 + the largest version in `base_dir`.
         overwrite: replace an existing `version` (an error otherwise).
-        warmup_texts: True for a built-in sentence, a list of texts, or False: the texts of
-            the warmup request in `assets.extra/tf_serving_warmup_requests`. The function is
-            run on them before anything is written, so a broken function fails here.
+        warmup_texts: True for a built-in sentence (for every input), a list of texts (one
+            input), `{input name: texts}`, or False: the texts of the warmup request in
+            `assets.extra/tf_serving_warmup_requests`. The function is run on them before
+            anything is written, so a broken function fails here.
 
     Returns:
         The path of the new version directory.
@@ -65,57 +70,65 @@ def export_text_function(
     ...     loaded.signatures["serving_default"](text=tf.constant(["hey"]))["text"].numpy()
     array([b'HEY'], dtype=object)
     """
-    base_dir = versions.check_base_dir(base_dir)
-    versions.check_version(version)
-    if not isinstance(overwrite, bool):
-        raise ValueError(f"`overwrite` must be True or False, got overwrite={overwrite!r}.")
     if not isinstance(module, tf.Module):
         raise ValueError(f"`module` must be a tf.Module, got {type(module).__name__}.")
-    if not hasattr(function, "get_concrete_function"):
-        raise ValueError("`function` must be a tf.function with an input signature.")
     if getattr(function, "input_signature", None) is None:
         raise ValueError("`function` must be a tf.function with an input signature.")
     specs = function.input_signature
-    if len(specs) != 1 or specs[0].dtype != tf.string or specs[0].shape.rank != 1:
-        raise ValueError(
-            f"`function` must take one tf.string tensor of shape [batch], got {specs}."
-        )
-    texts = _warmup_texts(warmup_texts)
-    versions.remove_leftovers(base_dir)
-    versions.check_not_exported(base_dir, version, overwrite)
-
+    if not specs or any(spec.dtype != tf.string or spec.shape.rank != 1 for spec in specs):
+        raise ValueError(f"`function` must take tf.string tensors of shape [batch], got {specs}.")
     concrete = function.get_concrete_function()
-    input_name = concrete.structured_input_signature[0][0].name or "text"
-    check_texts = texts or list(WARMUP_TEXTS)
-    outputs = concrete(tf.constant(check_texts))
+    names = [spec.name or "text" for spec in concrete.structured_input_signature[0]]
+    texts = _warmup_texts(warmup_texts, names)
+    base_dir = check_destination(base_dir, version, overwrite)
+
+    check_texts = texts or {name: list(WARMUP_TEXTS) for name in names}
+    size = len(check_texts[names[0]])
+    outputs = concrete(*[tf.constant(check_texts[name]) for name in names])
     if not isinstance(outputs, dict) or not outputs:
         raise ValueError("`function` must return a non-empty dict of tensors.")
     for name, value in outputs.items():
-        if value.shape.rank is None or value.shape.rank < 1 or value.shape[0] != len(check_texts):
+        if value.shape.rank is None or value.shape.rank < 1 or value.shape[0] != size:
             raise ValueError(
                 f"Output {name!r} of `function` must have the batch as its first axis, got "
-                f"shape {value.shape} for {len(check_texts)} texts."
+                f"shape {value.shape} for {size} texts."
             )
-
-    with versions.temporary_directory(base_dir) as temporary:
-        tf.saved_model.save(
-            module,
-            temporary,
-            signatures={SERVING_DEFAULT: concrete},
-            options=tf.saved_model.SaveOptions(save_debug_info=False),
-        )
-        if texts:
-            model_name = os.path.basename(os.path.normpath(os.path.abspath(base_dir)))
-            inputs = {input_name: np.array([text.encode("utf-8") for text in texts], object)}
-            write_warmup_requests(temporary, [prediction_log(model_name, SERVING_DEFAULT, inputs)])
-        return versions.publish(temporary, base_dir, version, overwrite)
+    requests = {}
+    if texts:
+        inputs = {
+            name: np.array([text.encode("utf-8") for text in texts[name]], object) for name in names
+        }
+        requests = {SERVING_DEFAULT: inputs}
+    return write_version(
+        base_dir, module, {SERVING_DEFAULT: concrete}, requests, version, overwrite
+    )
 
 
-def _warmup_texts(warmup_texts):
+def _warmup_texts(warmup_texts, names):
+    """`{input name: texts}` of the warmup request (empty for none): one list for every input
+    of a one-input function, a dict for several inputs, or True (the built-in sentence)."""
     if warmup_texts is True:
-        return list(WARMUP_TEXTS)
+        return {name: list(WARMUP_TEXTS) for name in names}
     if warmup_texts is False or warmup_texts is None:
-        return []
+        return {}
+    if isinstance(warmup_texts, dict):
+        if sorted(warmup_texts) != sorted(names):
+            raise ValueError(
+                f"`warmup_texts` must give texts for the inputs {names}, got "
+                f"{sorted(warmup_texts)}."
+            )
+        texts = {name: _text_list(warmup_texts[name]) for name in names}
+        if len({len(values) for values in texts.values()}) > 1:
+            raise ValueError("`warmup_texts` must give as many texts for every input.")
+        return texts
+    if len(names) > 1:
+        raise ValueError(
+            f"`warmup_texts` must be a dict {{input name: texts}} for the inputs {names}."
+        )
+    return {names[0]: _text_list(warmup_texts)}
+
+
+def _text_list(warmup_texts):
     if isinstance(warmup_texts, str) or not all(isinstance(t, str) for t in warmup_texts):
         raise ValueError(
             f"`warmup_texts` must be True, False or a list of strings, got {warmup_texts!r}."

@@ -2,8 +2,8 @@
 resume, preemption, the tf.data service, early stopping, optimizers and schedules."""
 
 from lmpipe.training.distribution import distribution_strategy
-from lmpipe.training.optimizers import TransformerSchedule, WarmupLinearDecay
 from lmpipe.training.preemption import PREEMPTED_EXIT_CODE, Preempted
+from lmpipe.training.schedules import TransformerSchedule, WarmupLinearDecay
 
 __all__ = [
     "PREEMPTED_EXIT_CODE",

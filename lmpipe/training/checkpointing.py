@@ -30,7 +30,6 @@ import tempfile
 import uuid
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from lmpipe.training.distribution import gather_from_replicas, is_chief
@@ -63,28 +62,38 @@ def write_json_atomically(path, value):
 
 
 class RunCheckpoints:
-    """The checkpoints of one run in `directory`: what `tf.train.Checkpoint` `checkpoint`
-    tracks, numbered by the run's position (`steps`), with the resuming described above
-    (`run.json`, the newest intact checkpoint, leftovers, the workers' agreement).
-    `TrainingCheckpoint` is it for a Keras model; word2vec's loop uses it directly.
+    """The checkpoints of one run in `directory`: the trackables `tracked`, numbered by the
+    run's position (`steps`), with the resuming described above (`run.json`, the newest intact
+    checkpoint, leftovers, the workers' agreement). Every family's run is checkpointed by it:
+    `TrainingCheckpoint` is it for a Keras model; word2vec's own loop gives its tables.
 
     Args:
         directory: where checkpoints go; workers other than the chief write theirs to a
             temporary directory (they must take part in saving, but only the chief's are kept;
             `close` removes it).
-        checkpoint: a `tf.train.Checkpoint` of everything a resumed run restores.
+        tracked: `{name: trackable}`, everything a resumed run restores (variables, a model,
+            an optimizer).
         strategy: the distribution strategy the variables were made in.
         run_config: a JSON-serializable dict describing the run; it must match on resume.
         steps: `() -> int`, the run's position now (steps or epochs done), which numbers the
             checkpoints and is what `restore` returns.
         max_to_keep: number of checkpoints kept.
+        optional: `{name: trackable}` saved like `tracked`, which a checkpoint written by an
+            earlier version of the run may lack: such a checkpoint is restored without them,
+            and `lacking` names them (the caller says what stands in for them).
     """
 
-    def __init__(self, directory, checkpoint, strategy, run_config, steps, max_to_keep=3):
+    def __init__(
+        self, directory, tracked, strategy, run_config, steps, max_to_keep=3, optional=None
+    ):
         self.directory = directory
         self.strategy = strategy
         self.chief = is_chief(strategy)
-        self.checkpoint = checkpoint
+        self.tracked = dict(tracked)
+        self.optional = dict(optional or {})
+        self.checkpoint = tf.train.Checkpoint(**self.tracked, **self.optional)
+        # The optional names the restored checkpoint did not hold.
+        self.lacking = ()
         self.run_config = run_config
         self.max_to_keep = max_to_keep
         self._steps = steps
@@ -224,8 +233,16 @@ class RunCheckpoints:
         )
 
     def _restore_from(self, prefix):
-        """Restore the checkpoint `prefix`; raise if it does not fit what `checkpoint` tracks."""
-        self.checkpoint.restore(prefix).assert_existing_objects_matched()
+        """Restore the checkpoint `prefix`; raise if it does not fit what is tracked."""
+        checkpoint, lacking = self.checkpoint, ()
+        if self.optional:
+            held = {name.split("/")[0] for name, _ in tf.train.list_variables(prefix)}
+            lacking = tuple(sorted(set(self.optional) - held))
+            if lacking:
+                present = {name: self.optional[name] for name in self.optional if name in held}
+                checkpoint = tf.train.Checkpoint(**self.tracked, **present)
+        checkpoint.restore(prefix).assert_existing_objects_matched()
+        self.lacking = lacking
 
     def _remove_leftovers(self):
         """Remove the folders and files a killed run left half-written."""
@@ -320,17 +337,15 @@ class TrainingCheckpoint(RunCheckpoints):
             for index, variable in enumerate(model.variables)
             if variable.path.endswith("seed_generator_state")
         }
-        checkpoint = tf.train.Checkpoint(
-            model=model, optimizer=model.optimizer, random_states=random_states
-        )
+        tracked = {"model": model, "optimizer": model.optimizer, "random_states": random_states}
         # State a model keeps outside its weights (XLNet's per-replica memory), offered by
         # an optional `checkpoint_state() -> {name: trackable}`.
         model_state = model.checkpoint_state() if hasattr(model, "checkpoint_state") else {}
         if model_state:
-            checkpoint.model_state = model_state
+            tracked["model_state"] = model_state
         super().__init__(
             directory,
-            checkpoint,
+            tracked,
             strategy,
             run_config,
             steps=lambda: int(model.optimizer.iterations.numpy()),
@@ -389,24 +404,3 @@ class CheckpointCallback(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         self.training_checkpoint.save()
-
-
-class StopOnNonFiniteLoss(keras.callbacks.Callback):
-    """Stop training with a `FloatingPointError` at the first step whose loss is NaN or
-    infinite, naming the step and the losses; put it before the callbacks that checkpoint, so
-    that no checkpoint of the weights that step produced is written."""
-
-    def on_train_batch_end(self, batch, logs=None):
-        bad = {
-            name: value
-            for name, value in (logs or {}).items()
-            if name.endswith("loss") and not np.all(np.isfinite(value))
-        }
-        if bad:
-            steps = int(self.model.optimizer.iterations.numpy())
-            losses = ", ".join(f"{name}={value}" for name, value in sorted(bad.items()))
-            raise FloatingPointError(
-                f"Training stopped at step {steps}: the loss is not finite ({losses}). The "
-                "checkpoints written before are kept; lower the learning rate or clip the "
-                "gradients harder."
-            )

@@ -127,6 +127,10 @@ def start_data_service(port=0, workers=1, host="localhost", worker_addresses=())
 def start_worker(dispatcher, port, address=None):
     """A tf.data service worker in this process on `port`, for the dispatcher at
     `dispatcher` (`host:port`), reachable at `address` (default `localhost:port`)."""
+    # A worker runs the input pipelines' graphs, whose tokenizers use tensorflow_text's ops:
+    # they must be registered in this process (`lmpipe data-service` imports nothing else).
+    import tensorflow_text  # noqa: F401
+
     return tf.data.experimental.service.WorkerServer(
         tf.data.experimental.service.WorkerConfig(
             dispatcher_address=dispatcher.removeprefix("grpc://"),

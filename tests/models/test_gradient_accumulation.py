@@ -11,6 +11,7 @@ from lmpipe.models import BertConfig, GptConfig
 from lmpipe.pipelines import BertPretraining, GptPretraining, XLNetPretraining
 from lmpipe.training.gradient_norms import global_norm
 from lmpipe.training.loop import train
+from lmpipe.training.options import TrainingOptions
 
 
 def bert_pipeline(tokenizer):
@@ -37,10 +38,8 @@ def sgd_update(pipe, batches, batch_size, accumulation_steps, steps=1, **options
         epochs=1,
         steps_per_epoch=steps,
         seed=1,
-        verbose=0,
         optimizer=lambda total_steps: keras.optimizers.SGD(1.0),
-        accumulation_steps=accumulation_steps,
-        **options,
+        options=TrainingOptions(verbose=0, accumulation_steps=accumulation_steps, **options),
     )
     assert int(model.optimizer.iterations.numpy()) == steps  # updates, not micro-batches
     return [weight.numpy() for weight in model.trainable_weights], history.history
@@ -107,11 +106,13 @@ def adamw_weights(pipe, corpus, batch_size, accumulation_steps, clipnorm, steps=
         epochs=1,
         steps_per_epoch=steps,
         seed=1,
-        verbose=0,
-        learning_rate=1e-3,
-        warmup_steps=0,
-        clipnorm=clipnorm,
-        accumulation_steps=accumulation_steps,
+        options=TrainingOptions(
+            verbose=0,
+            learning_rate=1e-3,
+            warmup_steps=0,
+            clipnorm=clipnorm,
+            accumulation_steps=accumulation_steps,
+        ),
     )
     return [weight.numpy() for weight in model.trainable_weights]
 

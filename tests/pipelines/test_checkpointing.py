@@ -16,6 +16,7 @@ from keras import ops
 from lmpipe.models.trainable import FunctionalTrainableModel
 from lmpipe.training.checkpointing import TrainingCheckpoint
 from lmpipe.training.loop import train
+from lmpipe.training.options import TrainingOptions
 
 RUN_CONFIG = {"model": "regression", "inputs": 4}
 
@@ -87,11 +88,13 @@ def fit(directory, epochs=3, steps_per_epoch=3, checkpoint_every=1, nan_step=Non
         batch_size=4,
         epochs=epochs,
         steps_per_epoch=steps_per_epoch,
-        checkpoint_dir=str(directory),
-        checkpoint_every=checkpoint_every,
-        learning_rate=0.01,
-        callbacks=[first_step, *callbacks],
-        verbose=0,
+        options=TrainingOptions(
+            checkpoint_dir=str(directory),
+            checkpoint_every=checkpoint_every,
+            learning_rate=0.01,
+            callbacks=[first_step, *callbacks],
+            verbose=0,
+        ),
         seed=1,
     )
     return model, first_step.steps

@@ -11,10 +11,10 @@ import pytest
 
 from lmpipe import pipelines
 from lmpipe.datasets.corpora.corpus import TextCorpus
+from lmpipe.layers.initializers import seeded
 from lmpipe.models.gpt import GptConfig
 from lmpipe.pipelines.saved_pipeline import PIPELINE_FILE
 from lmpipe.tokenizers.wordpiece import WordPieceTokenizer
-from lmpipe.training.loop import seeded
 from tests.pipelines.test_training_options import Untouchable
 
 VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "to", "be", "or", "not", "."]

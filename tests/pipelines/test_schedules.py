@@ -4,9 +4,8 @@ import pytest
 import tensorflow as tf
 
 from lmpipe.training import optimizers as optimizer_module
-from lmpipe.training.optimizers import (
-    FusedAdam,
-    FusedAdamW,
+from lmpipe.training.optimizers import FusedAdam, FusedAdamW
+from lmpipe.training.schedules import (
     TransformerSchedule,
     WarmupLinearDecay,
     adamw,

@@ -1,6 +1,7 @@
 """The training options every pipeline's `fit` passes to `train`: checked first, forwarded with
 the pipeline's defaults; and the saved-pipeline folder's checks."""
 
+import dataclasses
 import inspect
 import json
 import re
@@ -21,6 +22,8 @@ from lmpipe.pipelines.word2vec import Word2Vec
 from lmpipe.pipelines.xlnet_pretraining import XLNetPretraining
 from lmpipe.tokenizers.wordpiece import WordPieceTokenizer
 from lmpipe.training import loop as training
+from lmpipe.training import precision
+from lmpipe.training.options import TRAINING_OPTIONS, TrainingOptions
 
 VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "to", "be", "or", "not", "."]
 
@@ -79,17 +82,17 @@ def test_an_unknown_training_option_is_refused_by_name_before_any_data_is_read(t
         Translation().fit(Untouchable(), weight_decay=0.1)
 
 
-def test_training_options_are_trains_keyword_arguments_the_pipelines_do_not_set():
+def test_training_options_are_the_fields_of_training_options_the_pipelines_do_not_set():
+    fields = {field.name: field for field in dataclasses.fields(TrainingOptions)}
+    assert tuple(fields) == TRAINING_OPTIONS
+    for name in TRAINING_OPTIONS:
+        assert fields[name].default is not dataclasses.MISSING, name
+    assert {"strategy", "checkpoint_dir", "learning_rate", "verbose"} <= set(TRAINING_OPTIONS)
+    assert not {"run_config", "batch_size", "model", "seed", "optimizer"} & set(TRAINING_OPTIONS)
+    # `train` takes them as one object, beside what the pipelines set.
     parameters = inspect.signature(training.train).parameters
-    for name in training.TRAINING_OPTIONS:
-        assert parameters[name].kind is inspect.Parameter.KEYWORD_ONLY
-        assert parameters[name].default is not inspect.Parameter.empty, name
-    assert {"strategy", "checkpoint_dir", "learning_rate", "verbose"} <= set(
-        training.TRAINING_OPTIONS
-    )
-    assert not {"run_config", "batch_size", "model", "seed", "optimizer"} & set(
-        training.TRAINING_OPTIONS
-    )
+    assert parameters["options"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert not set(TRAINING_OPTIONS) & set(parameters)
 
 
 def test_fit_forwards_the_options_over_the_pipelines_defaults(tokenizer, monkeypatch):
@@ -104,12 +107,14 @@ def test_fit_forwards_the_options_over_the_pipelines_defaults(tokenizer, monkeyp
     assert pipe.fit(Untouchable(), batch_size=2, steps_per_epoch=3, verbose=0) == "history"
     pipe.model = None
     pipe.fit(Untouchable(), batch_size=2, steps_per_epoch=3, learning_rate=0.5, clipnorm=None)
-    first, second = calls
+    first, second = (arguments["options"] for arguments in calls)
     # The pipeline's default learning rate (3e-4, not train's 1e-4), given options as given,
-    # and the rest left to `train`'s defaults.
-    assert first["learning_rate"] == 3e-4 and first["verbose"] == 0
-    assert "weight_decay" not in first and "clipnorm" not in first
-    assert second["learning_rate"] == 0.5 and second["clipnorm"] is None
+    # and the rest left to `TrainingOptions`' defaults.
+    defaults = TrainingOptions()
+    assert defaults.learning_rate == 1e-4
+    assert first.learning_rate == 3e-4 and first.verbose == 0
+    assert first.weight_decay == defaults.weight_decay and first.clipnorm == defaults.clipnorm
+    assert second.learning_rate == 0.5 and second.clipnorm is None
     for arguments in calls:
         assert arguments["seed"] == 5 and arguments["steps_per_epoch"] == 3
         assert arguments["batch_size"] == 2 and arguments["model"] is None
@@ -168,9 +173,9 @@ def test_train_checks_its_options_before_building_the_model():
     arguments = dict(run_config={}, batch_size=2, epochs=1, steps_per_epoch=2)
     for name, value in BAD_VALUES:
         with pytest.raises(ValueError, match=f"`?{name}`?.*{re.escape(repr(value))}"):
-            training.train(build_model, None, **arguments, **{name: value})
+            training.train(build_model, None, **arguments, options=TrainingOptions(**{name: value}))
     with pytest.raises(ValueError, match="`warmup_steps`=3 exceeds the 2 training steps"):
-        training.train(build_model, None, **arguments, warmup_steps=3)
+        training.train(build_model, None, **arguments, options=TrainingOptions(warmup_steps=3))
     with pytest.raises(ValueError, match="`epochs` must be a positive integer, got epochs=nan"):
         training.train(build_model, None, **{**arguments, "epochs": float("nan")})
 
@@ -221,20 +226,20 @@ class FakeGpu:
 def test_auto_precision_picks_bfloat16_only_where_the_hardware_computes_in_it(
     monkeypatch, gpus, flags, policy
 ):
-    monkeypatch.setattr(training, "_cpu_flags", lambda: flags)
+    monkeypatch.setattr(precision, "_cpu_flags", lambda: flags)
     monkeypatch.setattr(
-        training.tf.config, "list_physical_devices", lambda kind: [FakeGpu(c) for c in gpus]
+        precision.tf.config, "list_physical_devices", lambda kind: [FakeGpu(c) for c in gpus]
     )
     monkeypatch.setattr(
-        training.tf.config.experimental,
+        precision.tf.config.experimental,
         "get_device_details",
         lambda gpu: {"compute_capability": gpu.capability},
     )
-    picked, reason = training.automatic_precision()
+    picked, reason = precision.automatic_precision()
     assert picked == policy
     assert ("GPU" in reason) == bool(gpus)
     previous = keras.config.dtype_policy().name
-    with training.dtype_policy("auto"):
+    with precision.dtype_policy("auto"):
         assert keras.config.dtype_policy().name == policy
     assert keras.config.dtype_policy().name == previous
 
@@ -246,16 +251,16 @@ def test_auto_precision_picks_bfloat16_only_where_the_hardware_computes_in_it(
 )
 def test_auto_jit_compile_picks_xla_on_gpus_only(monkeypatch, gpus, deterministic, expected):
     monkeypatch.setattr(
-        training.tf.config, "list_physical_devices", lambda kind: [FakeGpu(c) for c in gpus]
+        precision.tf.config, "list_physical_devices", lambda kind: [FakeGpu(c) for c in gpus]
     )
-    monkeypatch.setattr(training, "_op_determinism_enabled", lambda: deterministic)
-    picked, reason = training.automatic_jit_compile()
+    monkeypatch.setattr(precision, "_op_determinism_enabled", lambda: deterministic)
+    picked, reason = precision.automatic_jit_compile()
     assert picked is expected
     assert ("GPU" in reason) == bool(gpus)
 
 
 def test_fit_with_auto_precision_says_what_it_picked(tokenizer, monkeypatch, capsys):
-    monkeypatch.setattr(training, "_cpu_flags", lambda: {"avx512_bf16"})
+    monkeypatch.setattr(precision, "_cpu_flags", lambda: {"avx512_bf16"})
     pipe = BertPretraining(
         tokenizer,
         BertConfig.tiny(vocabulary_size=tokenizer.vocabulary_size, max_sequence_length=16),
@@ -274,6 +279,35 @@ def test_fit_with_auto_precision_says_what_it_picked(tokenizer, monkeypatch, cap
     printed = capsys.readouterr().out
     assert "mixed_precision='auto': mixed_bfloat16, for a CPU with avx512_bf16." in printed
     assert pipe.model.dtype_policy.name == "mixed_bfloat16"
-    if not training.tf.config.list_physical_devices("GPU"):
+    if not precision.tf.config.list_physical_devices("GPU"):
         assert "jit_compile='auto': False, for CPUs" in printed
         assert pipe.model.jit_compile is False
+
+
+def test_training_options_are_frozen_and_refuse_bad_values_by_name():
+    options = TrainingOptions(learning_rate=3e-4, callbacks=[])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.learning_rate = 1.0
+    assert options.callbacks == ()  # a list given is kept as a tuple
+    assert dataclasses.replace(options, verbose=0).learning_rate == 3e-4
+    for name, value in BAD_VALUES:
+        with pytest.raises(ValueError, match=f"`?{name}`?.*{re.escape(repr(value))}"):
+            TrainingOptions(**{name: value})
+        with pytest.raises(ValueError, match=f"`?{name}`?.*{re.escape(repr(value))}"):
+            dataclasses.replace(options, **{name: value})
+    with pytest.raises(
+        ValueError, match="`accumulation_steps` must be .* got accumulation_steps=0"
+    ):
+        TrainingOptions(accumulation_steps=0)
+    with pytest.raises(ValueError, match="`data_service` must be the dispatcher's address"):
+        TrainingOptions(data_service="not an address")
+    with pytest.raises(ValueError, match="`options` must be TrainingOptions or None"):
+        training.train(
+            None,
+            None,
+            run_config={},
+            batch_size=2,
+            epochs=1,
+            steps_per_epoch=1,
+            options={"learning_rate": 0.1},
+        )

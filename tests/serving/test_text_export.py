@@ -1,13 +1,16 @@
 """export_text_function: text in, tensors (strings too) out, loaded as TF Serving loads it."""
 
+import pathlib
+
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
+import lmpipe
 from lmpipe.datasets import WordPieceTokenizer
 from lmpipe.serving import ServingProcess, read_warmup_requests
-from lmpipe.serving.text_export import export_text_function, saveable_variables
+from lmpipe.serving.text_export import export_text_function, saveable_variables, serving_module
 
 VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "dog", "ran"]
 
@@ -71,3 +74,49 @@ def test_output_without_batch_axis_is_refused_before_writing(tmp_path):
     with pytest.raises(ValueError, match="batch as its first axis"):
         export_text_function(str(tmp_path), tf.Module(), count)
     assert not list(tmp_path.iterdir())
+
+
+@tf.function(
+    input_signature=[
+        tf.TensorSpec([None], tf.string, name="question"),
+        tf.TensorSpec([None], tf.string, name="context"),
+    ],
+    jit_compile=False,
+)
+def joined(question, context):
+    return {"joined": tf.strings.join([question, context], separator=" | ")}
+
+
+def test_a_function_of_several_texts_is_served_with_a_warmup_text_for_each(tmp_path):
+    module = serving_module([], tokenizer=WordPieceTokenizer(VOCABULARY))
+    warmup = {"question": ["who sat?"], "context": ["the cat sat"]}
+    path = export_text_function(str(tmp_path), module, joined, warmup_texts=warmup)
+    (log,) = read_warmup_requests(path)
+    request = log.predict_log.request
+    assert sorted(request.inputs) == ["context", "question"]
+    with ServingProcess(path) as server:
+        served = server.predict(
+            "serving_default",
+            {"question": np.array([b"who?"], object), "context": np.array([b"a cat"], object)},
+        )
+    assert served["joined"].tolist() == [b"who? | a cat"]
+
+
+def test_warmup_texts_must_name_every_input_of_several(tmp_path):
+    with pytest.raises(ValueError, match=r"texts for the inputs \['question', 'context'\]"):
+        export_text_function(str(tmp_path), tf.Module(), joined, warmup_texts={"question": ["a"]})
+    with pytest.raises(ValueError, match=r"must be a dict \{input name: texts\}"):
+        export_text_function(str(tmp_path), tf.Module(), joined, warmup_texts=["a"])
+    assert not list(tmp_path.iterdir())
+
+
+def test_only_the_export_protocol_writes_saved_models():
+    """Every family's export goes through `lmpipe.serving.protocol.write_version` (by
+    `export_saved_model` or `export_text_function`): no other module saves or publishes."""
+    package = pathlib.Path(lmpipe.__file__).parent
+    writers = sorted(
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        if "tf.saved_model.save(" in path.read_text() or "versions.publish(" in path.read_text()
+    )
+    assert writers == ["serving/protocol.py"]
