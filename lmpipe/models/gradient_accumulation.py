@@ -20,6 +20,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from lmpipe.backend import loss_tracker
 from lmpipe.models.losses import accumulated_totals, global_sum
 
 
@@ -71,7 +72,7 @@ def accumulated_train_step(model, data, steps):
     # the replica's batch times the replicas (the losses are divided by global counts).
     replicas = tf.distribute.get_strategy().num_replicas_in_sync
     batch = tf.shape(tf.nest.flatten(x)[0])[0]
-    model._loss_tracker.update_state(loss * replicas, sample_weight=batch)
+    loss_tracker(model).update_state(loss * replicas, sample_weight=batch)
     return model.compute_metrics(x, y, None)
 
 

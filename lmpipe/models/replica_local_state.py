@@ -2,8 +2,10 @@
 
 import tensorflow as tf
 
+from lmpipe.backend import trackable_base
 
-class ReplicaLocalState(tf.__internal__.tracking.Trackable):
+
+class ReplicaLocalState(trackable_base()):
     """Checkpoints `ON_READ` variables that hold a different value on each replica.
 
     A `tf.Variable` made with `synchronization=ON_READ` under a distribution strategy keeps one

@@ -4,6 +4,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from lmpipe.backend import keras_symbolic_build, loss_tracker
 from lmpipe.models.gradient_accumulation import accumulated_train_step
 
 
@@ -64,7 +65,7 @@ class TrainingSteps:
         # What Keras' step gives its tracker: the replica's loss times the replicas (lmpipe's
         # losses are divided by global counts, see `lmpipe.models.losses`).
         replicas = tf.distribute.get_strategy().num_replicas_in_sync
-        self._loss_tracker.update_state(loss * replicas, sample_weight=batch)
+        loss_tracker(self).update_state(loss * replicas, sample_weight=batch)
         return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
 
     def jit_compile_per_replica(self, enabled=True):
@@ -103,7 +104,7 @@ class TrainingSteps:
         optimizer_ready = self.optimizer is None or self.optimizer.built
         if self.built and optimizer_ready:
             return
-        super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
+        keras_symbolic_build(self, TrainingSteps, iterator=iterator, data_batch=data_batch)
 
     def metric_results(self):
         """`{name: result}` of every metric, shaped for the current distribution strategy."""

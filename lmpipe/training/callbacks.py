@@ -11,6 +11,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from lmpipe.backend import learning_rate_schedule
+
 
 @contextlib.contextmanager
 def one_pass_without_warning():
@@ -75,8 +77,8 @@ class StepScalars(keras.callbacks.Callback):
 def _learning_rate_of_update(optimizer, step):
     """The learning rate the optimizer's `step`-th update used (its schedule at `step - 1`:
     after the update, `optimizer.learning_rate` is already the next one's)."""
-    schedule = getattr(optimizer, "_learning_rate", None)
-    if isinstance(schedule, keras.optimizers.schedules.LearningRateSchedule):
+    schedule = learning_rate_schedule(optimizer)
+    if schedule is not None:
         return float(schedule(step - 1))
     return float(optimizer.learning_rate)
 

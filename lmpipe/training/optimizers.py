@@ -5,6 +5,12 @@ joining the update (see `_FusedAdamUpdate`)."""
 import keras
 import tensorflow as tf
 
+from lmpipe.backend import (
+    adam_moments,
+    keras_apply_weight_decay,
+    keras_clip_gradients,
+    uses_weight_decay,
+)
 from lmpipe.training.gradient_norms import global_norm, global_norm_scale, summed_rows
 
 # Variables of at least this many elements (a vocabulary's embedding table, a large model's
@@ -54,7 +60,7 @@ class _FusedAdamUpdate:
         grads = [summed_rows(g) for g in grads]
         one_replica = tf.distribute.get_strategy().num_replicas_in_sync == 1
         if self.amsgrad or not self.global_clipnorm or not one_replica:
-            return super()._clip_gradients(grads)
+            return keras_clip_gradients(self, _FusedAdamUpdate, grads)
         norm = global_norm(grads, rows_summed=True)
         self._gradient_scale = global_norm_scale(norm, self.global_clipnorm)
         return grads
@@ -62,7 +68,7 @@ class _FusedAdamUpdate:
     def _apply_weight_decay(self, variables):
         """Keras' decay for amsgrad; otherwise `update_step` decays each variable it updates."""
         if self.amsgrad:
-            super()._apply_weight_decay(variables)
+            keras_apply_weight_decay(self, _FusedAdamUpdate, variables)
 
     def update_step(self, gradient, variable, learning_rate):
         if isinstance(gradient, tf.IndexedSlices):
@@ -75,7 +81,7 @@ class _FusedAdamUpdate:
         dtype = variable.dtype
         scale = self._gradient_scale
         decay = None
-        if self.weight_decay is not None and self._use_weight_decay(variable):
+        if self.weight_decay is not None and uses_weight_decay(self, variable):
             decay = tf.cast(learning_rate, dtype) * tf.cast(self.weight_decay, dtype)
         gradient = tf.cast(gradient, dtype)
         step = tf.cast(self.iterations + 1, dtype)
@@ -83,9 +89,7 @@ class _FusedAdamUpdate:
         beta_2 = tf.cast(self.beta_2, dtype)
         epsilon = tf.cast(self.epsilon, dtype)
         learning_rate = tf.cast(learning_rate, dtype)
-        index = self._get_variable_index(variable)
-        m = _tf_variable(self._momentums[index])
-        v = _tf_variable(self._velocities[index])
+        m, v = (_tf_variable(moment) for moment in adam_moments(self, variable))
         fused = scale is not None or decay is not None
         if fused and variable.shape.num_elements() >= XLA_UPDATE_MIN_SIZE:
             _decayed_adam(

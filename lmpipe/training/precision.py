@@ -6,6 +6,7 @@ import contextlib
 import keras
 import tensorflow as tf
 
+from lmpipe.backend import op_determinism_enabled
 from lmpipe.kernels import cpu_flags as _cpu_flags
 
 MIXED_PRECISION = (None, "float32", "mixed_bfloat16", "mixed_float16", "auto")
@@ -54,11 +55,9 @@ def automatic_jit_compile():
 
 
 def _op_determinism_enabled():
-    """Whether `tf.config.experimental.enable_op_determinism()` was called (TensorFlow answers
-    it outside its public API, as Keras asks it)."""
-    from tensorflow.python.framework import config
-
-    return config.is_op_determinism_enabled()
+    """Whether `tf.config.experimental.enable_op_determinism()` was called (see
+    `lmpipe.backend.op_determinism_enabled`)."""
+    return op_determinism_enabled()
 
 
 @contextlib.contextmanager
