@@ -257,3 +257,33 @@ def test_an_untested_keras_gets_one_warning_line():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         lmpipe._warn_if_keras_untested("3.15.1")
+
+
+# Private TensorFlow/Keras names as lmpipe's code would write them; only lmpipe.backend may.
+PRIVATE_SPELLINGS = (
+    "tensorflow.python",
+    "tf.__internal__",
+    "keras.src",
+    "._loss_tracker",
+    "._momentums",
+    "._velocities",
+    "._get_variable_index(",
+    "._use_weight_decay(",
+    '"_learning_rate"',
+    "._distribution_strategy",
+    "super()._clip_gradients(",
+    "super()._apply_weight_decay(",
+    "super()._maybe_symbolic_build(",
+)
+
+
+def test_only_the_backend_names_private_tensorflow_and_keras_symbols():
+    found = [
+        f"{path.relative_to(ROOT)}:{number}: {spelling}"
+        for path in sorted((ROOT / "lmpipe").rglob("*.py"))
+        if path.name != "backend.py" or path.parent != ROOT / "lmpipe"
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        for spelling in PRIVATE_SPELLINGS
+        if spelling in line
+    ]
+    assert not found, "wrap these in lmpipe.backend: " + "; ".join(found)
