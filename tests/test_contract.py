@@ -1,0 +1,141 @@
+"""The data contract holds: for every family, the dataset's element spec, the model's inputs
+and the exported signature's inputs are what `lmpipe.contract` says.
+
+Exports are checked where the family exports tensors and the export is quick: the classifier
+and token tagging (the pretraining encoders export the classifier's `serving_default`).
+"""
+
+import pytest
+import tensorflow as tf
+
+from lmpipe import contract, pipelines
+from lmpipe.contract import input_specs, label_specs
+from lmpipe.models import bert
+from tests.pipelines.test_every_family import (  # noqa: F401 (fixtures)
+    BATCH,
+    SEQ_LEN,
+    corpus,
+    encoder_config,
+    families,
+    paper_tokenizers,
+    tokenizer,
+    translation_tokenizer,
+)
+
+# test_every_family's pipelines -> (the contract's family, its lengths).
+FAMILY_OF = {
+    "bert": ("bert", {"seq_len": SEQ_LEN, "num_predictions": 3}),
+    "albert": ("albert", {"seq_len": SEQ_LEN, "num_predictions": 3}),
+    "xlnet": ("xlnet", {"seq_len": SEQ_LEN, "num_predictions": 3}),
+    "gpt": ("gpt", {"seq_len": SEQ_LEN}),
+    "elmo": ("elmo", {"seq_len": SEQ_LEN}),
+    # Translation batches are padded to their longest sentence: no fixed lengths.
+    "translation": ("seq2seq", {}),
+    "classifier": ("classification", {"seq_len": SEQ_LEN}),
+    "spans": ("spans", {"seq_len": SEQ_LEN}),
+}
+# The models that are not functional Keras models (no `.inputs`): checked by a call.
+SUBCLASSED = {"xlnet", "translation"}
+# GPT, ELMo, translation and spans export text in: no tensor signature to check.
+QUICK_EXPORTS = {"classifier"}
+
+
+def specs_of(structure):
+    """`{name: (dtype, shape)}` of a dict of `tf.TensorSpec`s or Keras tensors."""
+    return {
+        name: (tf.as_dtype(spec.dtype).name, tuple(spec.shape)) for name, spec in structure.items()
+    }
+
+
+def assert_batches_conform(element_spec, features, labels):
+    """The batch dimension is None or `BATCH` (full batches only); the rest is the contract."""
+    for actual, expected in ((element_spec[0], features), (element_spec[1], labels)):
+        actual = specs_of(actual)
+        assert list(actual) == list(expected)
+        for name, (dtype, shape) in actual.items():
+            assert shape[0] in (None, BATCH), name
+            assert (dtype, (None,) + shape[1:]) == expected[name], name
+
+
+def assert_inputs_conform(inputs, family):
+    """Named inputs of any length: the contract's names, dtypes and ranks."""
+    expected = input_specs(family)
+    assert {name: (dtype, len(shape)) for name, (dtype, shape) in specs_of(inputs).items()} == {
+        name: (dtype, len(shape)) for name, (dtype, shape) in expected.items()
+    }
+
+
+@pytest.fixture(scope="module")
+def made(corpus, tokenizer, translation_tokenizer, paper_tokenizers):  # noqa: F811
+    return families(corpus, tokenizer, translation_tokenizer, paper_tokenizers)
+
+
+@pytest.mark.parametrize("name", list(FAMILY_OF))
+def test_each_family_dataset_model_and_export_follow_the_contract(name, made, tmp_path):
+    family, lengths = FAMILY_OF[name]
+    make, data, _ = made[name]
+    pipe = make()
+    dataset = pipe.dataset(data, BATCH)
+    assert_batches_conform(
+        dataset.element_spec, input_specs(family, **lengths), label_specs(family, **lengths)
+    )
+
+    model = pipe.build_model()
+    if name in SUBCLASSED:
+        features, _ = next(iter(dataset))
+        assert model(features) is not None
+        if name == "xlnet":
+            assert_inputs_conform(
+                {input.name: input for input in model.encoder.inputs}, "classification"
+            )
+    else:
+        assert_inputs_conform({input.name: input for input in model.inputs}, family)
+
+    if name in QUICK_EXPORTS:
+        pipe.model = model
+        path = pipe.export(str(tmp_path))
+        signature = tf.saved_model.load(path).signatures["serving_default"]
+        assert_inputs_conform(signature.structured_input_signature[1], family)
+
+
+def test_token_tagging_dataset_model_and_export_follow_the_contract(tokenizer, tmp_path):  # noqa: F811
+    sentences = [["To", "be", "or", "not"], ["that", "is", "the", "question"]] * 4
+    tags = [["B-PER", "O", "O", "O"], ["O", "O", "O", "B-PER"]] * 4
+    pipe = pipelines.TokenTagger(
+        tokenizer, bert(encoder_config(tokenizer)), tags=["O", "B-PER"], seq_len=SEQ_LEN
+    )
+    dataset = pipe.dataset((sentences, tags), BATCH, epochs=None)
+    assert_batches_conform(
+        dataset.element_spec,
+        input_specs("token_tagging", seq_len=SEQ_LEN),
+        label_specs("token_tagging", seq_len=SEQ_LEN),
+    )
+    pipe.model = pipe.build_model()
+    assert_inputs_conform({input.name: input for input in pipe.model.inputs}, "token_tagging")
+    path = pipe.export(str(tmp_path))
+    signature = tf.saved_model.load(path).signatures["serving_default"]
+    assert_inputs_conform(signature.structured_input_signature[1], "token_tagging")
+
+
+def test_every_objective_has_its_pair_label():
+    assert list(label_specs("bert", num_predictions=5)) == [
+        "mask_ids",
+        "mask_weights",
+        "nsp_labels",
+    ]
+    assert list(label_specs("albert")) == ["mask_ids", "mask_weights", "sop_labels"]
+    assert list(label_specs("bert", objective="mlm")) == ["mask_ids", "mask_weights"]
+    assert label_specs("bert", num_predictions=5)["mask_weights"] == ("float32", (None, 5))
+
+
+def test_xlnet_shapes_are_the_papers():
+    specs = input_specs("xlnet", seq_len=8, num_predictions=2)
+    assert specs[contract.PERM_MASK] == ("float32", (None, 8, 8))
+    assert specs[contract.TARGET_MAPPING] == ("float32", (None, 2, 8))
+
+
+def test_an_unknown_family_or_objective_is_named():
+    with pytest.raises(ValueError, match="`family` must be one of bert, .*got 'bart'"):
+        input_specs("bart")
+    with pytest.raises(ValueError, match="`objective` must be one of nsp, sop, mlm, got 'clm'"):
+        label_specs("bert", objective="clm")
