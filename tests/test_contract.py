@@ -5,6 +5,9 @@ Exports are checked where the family exports tensors and the export is quick: th
 and token tagging (the pretraining encoders export the classifier's `serving_default`).
 """
 
+import ast
+import pathlib
+
 import pytest
 import tensorflow as tf
 
@@ -139,3 +142,44 @@ def test_an_unknown_family_or_objective_is_named():
         input_specs("bart")
     with pytest.raises(ValueError, match="`objective` must be one of nsp, sop, mlm, got 'clm'"):
         label_specs("bert", objective="clm")
+
+
+# Strings equal to a contract name that are not the contract's names, each with its reason.
+NOT_THE_CONTRACT = {
+    # The key of tokenized corpus files' TFRecords: an on-disk format, which must keep reading
+    # files written before even if a contract name changed.
+    ("lmpipe/datasets/corpora/tokenized_corpus.py", "token_ids"),
+    # The keyword arguments that the two-stream layer passes on to its attention calls.
+    ("lmpipe/layers/two_stream_relative_attention.py", "segment_ids"),
+}
+
+
+def string_literals(tree):
+    """The plain string constants of `tree`: not f-string parts, and not the option name of an
+    options' `resolve(name, value)` (an option called `labels`, not the label)."""
+    skipped = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):
+            skipped.update(id(part) for part in ast.walk(node))
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "resolve":
+            skipped.update(id(argument) for argument in node.args[:1])
+    for node in ast.walk(tree):
+        is_string = isinstance(node, ast.Constant) and isinstance(node.value, str)
+        if is_string and id(node) not in skipped:
+            yield node
+
+
+def test_no_module_spells_a_contract_name_but_the_contract():
+    names = {
+        value for key, value in vars(contract).items() if key.isupper() and isinstance(value, str)
+    }
+    package = pathlib.Path(contract.__file__).parent
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        where = path.relative_to(package.parent).as_posix()
+        if where == "lmpipe/contract.py":
+            continue
+        for node in string_literals(ast.parse(path.read_text())):
+            if node.value in names and (where, node.value) not in NOT_THE_CONTRACT:
+                found.append(f"{where}:{node.lineno}: {node.value!r}")
+    assert found == []

@@ -15,7 +15,7 @@ from lmpipe.arguments import (
     check_positive_int,
     check_texts,
 )
-from lmpipe.contract import ENCODER_FEATURES
+from lmpipe.contract import ENCODER_FEATURES, MASK_IDS, MASK_POSITIONS, MASK_WEIGHTS
 from lmpipe.datasets.examples.bert_examples import (
     PAIR_MODES,
     bert_examples,
@@ -272,7 +272,7 @@ class BertPretraining(EncoderPipeline):
             dataset = dataset.take(steps)
         counts = np.zeros(self.tokenizer.vocabulary_size, np.float64)
         for _, labels in dataset.as_numpy_iterator():
-            np.add.at(counts, labels["mask_ids"][labels["mask_weights"] > 0], 1.0)
+            np.add.at(counts, labels[MASK_IDS][labels[MASK_WEIGHTS] > 0], 1.0)
         frequencies = counts[counts > 0] / counts.sum()
         results = {
             "mlm_accuracy": float(frequencies.max()),
@@ -442,7 +442,7 @@ class BertPretraining(EncoderPipeline):
                 packed = pack_masked_texts(tokenizer, text, seq_len, most)
                 # The encoder runs on the texts padded to the longest, not to seq_len.
                 features = cut_to_longest({name: packed[name] for name in ENCODER_FEATURES})
-                features["mask_positions"] = packed["mask_positions"]  # inside the texts
+                features[MASK_POSITIONS] = packed[MASK_POSITIONS]  # inside the texts
                 logits = model(features, training=False)["mlm_logits"]  # [N, P, V]
                 probabilities = tf.nn.softmax(tf.cast(logits, tf.float32))
                 ranked = tf.where(tf.constant(banned), -1.0, probabilities)
