@@ -142,6 +142,25 @@ def label_specs(family, seq_len=None, num_predictions=None, target_len=None, obj
     return {START_POSITIONS: ("int32", (None,)), END_POSITIONS: ("int32", (None,))}
 
 
+def min_seq_len(family, objective=None, pairs=False):
+    """The shortest `seq_len` of `family`: its special tokens and one token per segment (two
+    segments for the sentence-pair objectives, XLNet, spans, and `pairs` of classification),
+    or for the causal LMs one token and the one it predicts. None for seq2seq, whose lengths
+    are the source's and the target's.
+    """
+    _check_family(family)
+    if family in ("gpt", "elmo"):
+        return 2
+    if family == "seq2seq":
+        return None
+    if family in ("bert", "albert"):
+        objective = DEFAULT_OBJECTIVES[family] if objective is None else objective
+        pairs = PAIR_LABELS[objective] is not None
+    segments = 2 if pairs or family in ("xlnet", "spans") else 1
+    # [CLS] and a [SEP] after each segment (XLNet: a <sep> after each and <cls> last).
+    return 2 * segments + 1
+
+
 def feature_names(family):
     """The feature names of `family`, in order."""
     return tuple(input_specs(family))

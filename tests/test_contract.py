@@ -13,6 +13,8 @@ import tensorflow as tf
 
 from lmpipe import contract, pipelines
 from lmpipe.contract import input_specs, label_specs
+from lmpipe.datasets.examples.bert_examples import check_objective_sequence_length
+from lmpipe.datasets.examples.causal_lm import check_causal_sequence_length
 from lmpipe.models import bert
 from tests.pipelines.test_every_family import (  # noqa: F401 (fixtures)
     BATCH,
@@ -183,3 +185,26 @@ def test_no_module_spells_a_contract_name_but_the_contract():
             if node.value in names and (where, node.value) not in NOT_THE_CONTRACT:
                 found.append(f"{where}:{node.lineno}: {node.value!r}")
     assert found == []
+
+
+def test_one_seq_len_minimum_per_family_is_what_the_checks_enforce():
+    assert {family: contract.min_seq_len(family) for family in contract.FAMILIES} == {
+        "bert": 5,
+        "albert": 5,
+        "xlnet": 5,
+        "gpt": 2,
+        "elmo": 2,
+        "seq2seq": None,
+        "classification": 3,
+        "token_tagging": 3,
+        "spans": 5,
+    }
+    assert contract.min_seq_len("bert", objective="mlm") == 3
+    assert contract.min_seq_len("classification", pairs=True) == 5
+    for objective, shortest in (("nsp", 5), ("sop", 5), ("mlm", 3)):
+        check_objective_sequence_length(shortest, objective)
+        with pytest.raises(ValueError, match=f"`seq_len` must be at least {shortest}"):
+            check_objective_sequence_length(shortest - 1, objective)
+    check_causal_sequence_length(2)
+    with pytest.raises(ValueError, match="seq_len"):
+        check_causal_sequence_length(1)

@@ -19,7 +19,7 @@ from lmpipe.contract import ENCODER_FEATURES, MASK_IDS, MASK_POSITIONS, MASK_WEI
 from lmpipe.datasets.examples.bert_examples import (
     PAIR_MODES,
     bert_examples,
-    check_sequence_length,
+    check_objective_sequence_length,
     special_token_count,
 )
 from lmpipe.datasets.examples.masking import MaskedLMMasker
@@ -94,7 +94,7 @@ class BertPretrainingOptions(PipelineOptions):
         if self.objective is None:
             self.resolve("objective", self.default("objective"))
         check_choice("objective", self.objective, tuple(PAIR_MODES))
-        check_sequence_length(self.seq_len, self.objective)
+        check_objective_sequence_length(self.seq_len, self.objective)
         check_number("short_seq_prob", self.short_seq_prob, minimum=0, maximum=1)
         check_number("selection_rate", self.selection_rate, above=0, maximum=1)
         check_bool("whole_word", self.whole_word)
@@ -198,7 +198,7 @@ class BertPretraining(EncoderPipeline):
         )
 
     def check_config(self, config):
-        check_sequence_length(
+        check_objective_sequence_length(
             self.options.seq_len,
             self.options.objective,
             config.max_sequence_length,

@@ -40,7 +40,9 @@ def special_token_count(objective):
     return 3 if PAIR_MODES[objective] != "single" else 2
 
 
-def check_sequence_length(seq_len, objective, max_length=None, limit="the model's positions"):
+def check_objective_sequence_length(
+    seq_len, objective, max_length=None, limit="the model's positions"
+):
     """Raise unless `seq_len` holds the special tokens plus one token per segment of
     `objective`, and is at most `max_length` (see `packing.check_sequence_length`)."""
     segments = 1 if PAIR_MODES[objective] == "single" else 2
@@ -123,7 +125,7 @@ def bert_examples(
     """
     if objective not in PAIR_MODES:
         raise ValueError(f"`objective` must be one of {sorted(PAIR_MODES)}, got {objective!r}.")
-    check_sequence_length(seq_len, objective)
+    check_objective_sequence_length(seq_len, objective)
     _, pipeline_id = pipeline_position(input_context)
     mode = PAIR_MODES[objective]
     max_num_tokens = seq_len - special_token_count(objective)

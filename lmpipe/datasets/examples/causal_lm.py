@@ -35,6 +35,7 @@ from lmpipe.contract import (
     WEIGHTS,
     feature_names,
     label_names,
+    min_seq_len,
 )
 from lmpipe.datasets.corpora.sharding import pipeline_position
 from lmpipe.datasets.corpora.shuffling import by_epoch, epoch_documents, graph_code, window_shuffle
@@ -46,7 +47,7 @@ BACKWARD_LABELS = (PREVIOUS_IDS, PREVIOUS_WEIGHTS)
 
 def check_causal_sequence_length(seq_len):
     """Raise unless `seq_len` is an int of at least 2 (one token and the one it predicts)."""
-    check_number("seq_len", seq_len, minimum=2, integer=True)
+    check_number("seq_len", seq_len, minimum=min_seq_len("gpt"), integer=True)
 
 
 def token_stream(tokenizer, documents):

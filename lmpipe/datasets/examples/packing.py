@@ -11,15 +11,15 @@ that a text is packed the same way in training and in serving.
 import tensorflow as tf
 
 from lmpipe.arguments import check_number
-from lmpipe.contract import MASK_POSITIONS, PADDING_MASK, SEGMENT_IDS, TOKEN_IDS
+from lmpipe.contract import MASK_POSITIONS, PADDING_MASK, SEGMENT_IDS, TOKEN_IDS, min_seq_len
 
 LAYOUTS = ("bert", "xlnet", "causal")
 
 
 def min_sequence_length(segments):
     """The shortest packed sequence of `segments` segments: a `[SEP]` per segment and one
-    `[CLS]` (in either layout) plus one token of each segment."""
-    return 2 * segments + 1
+    `[CLS]` (in either layout) plus one token of each segment (the contract's rule)."""
+    return min_seq_len("classification", pairs=segments == 2)
 
 
 def check_sequence_length(seq_len, segments=1, max_length=None, limit="the model's positions"):

@@ -52,6 +52,7 @@ from lmpipe.contract import (
     TARGET_MAPPING,
     TOKEN_IDS,
     label_names,
+    min_seq_len,
 )
 from lmpipe.datasets.corpora.sharding import pipeline_position
 from lmpipe.datasets.corpora.shuffling import by_epoch, epoch_documents, graph_code, window_shuffle
@@ -110,7 +111,7 @@ def check_xlnet_arguments(
         max_length=MAX_SEQ_LEN,
         limit="the longest XLNet example (the permutation's order keys are 64-bit)",
     )
-    minimum = NUM_SPECIAL_TOKENS + 2 + max(reuse_len or 0, 0)
+    minimum = min_seq_len("xlnet") + max(reuse_len or 0, 0)
     if reuse_len is not None and not 1 <= reuse_len <= seq_len - NUM_SPECIAL_TOKENS - 2:
         raise ValueError(
             f"`reuse_len` must be in [1, seq_len - 5 = {seq_len - 5}] (the memory part, then "
