@@ -11,6 +11,7 @@ from lmpipe.arguments import (
     check_positive_numbers,
     check_rates,
 )
+from lmpipe.contract import PADDING_MASK, SEGMENT_IDS, TOKEN_IDS
 from lmpipe.layers.bert_embedding import BertEmbedding
 from lmpipe.layers.initializers import bert_initializer
 from lmpipe.layers.transformer_encoder_block import TransformerEncoderBlock
@@ -94,15 +95,15 @@ def encoder_inputs(max_sequence_length=None):
     """The named int32 inputs of every lmpipe encoder: token ids, segment ids, padding mask."""
     return {
         name: keras.Input(shape=(max_sequence_length,), dtype="int32", name=name)
-        for name in ("token_ids", "segment_ids", "padding_mask")
+        for name in (TOKEN_IDS, SEGMENT_IDS, PADDING_MASK)
     }
 
 
 def encoder_outputs(inputs, embedding, blocks, config, name):
     """Wire embedding -> blocks -> pooler into a functional model with lmpipe's output dict."""
-    x = embedding(inputs["token_ids"], inputs["segment_ids"])  # [B, S, H]
+    x = embedding(inputs[TOKEN_IDS], inputs[SEGMENT_IDS])  # [B, S, H]
     for block in blocks:
-        x = block(x, padding_mask=inputs["padding_mask"])
+        x = block(x, padding_mask=inputs[PADDING_MASK])
     # The pooler reads the final hidden state of [CLS] (position 0): tanh(W h_0 + b).
     cls_state = x[:, 0, :]  # [B, H]
     pooled = keras.layers.Dense(

@@ -7,6 +7,14 @@ import keras
 from keras import ops
 
 from lmpipe.arguments import check_choice, check_number, check_positive_integers, check_rates
+from lmpipe.contract import (
+    NEXT_IDS,
+    PADDING_MASK,
+    PREVIOUS_IDS,
+    PREVIOUS_WEIGHTS,
+    TOKEN_IDS,
+    WEIGHTS,
+)
 from lmpipe.layers.character_cnn import PUBLISHED_FILTERS, CharacterCNN, check_filters
 from lmpipe.layers.dropout import Dropout
 from lmpipe.layers.initializers import bert_initializer
@@ -229,7 +237,7 @@ class ElmoLanguageModel(FunctionalTrainableModel):
             )
         inputs = {
             name: keras.Input(shape=(None,), dtype="int32", name=name)
-            for name in ("token_ids", "padding_mask")
+            for name in (TOKEN_IDS, PADDING_MASK)
         }
         d = config.output_dim
         dropout = Dropout(config.dropout, name="dropout")
@@ -272,7 +280,7 @@ class ElmoLanguageModel(FunctionalTrainableModel):
                 character_dim=config.character_dim,
                 name="character_cnn",
             )
-            e = encoder(spelling(inputs["token_ids"]))  # [B, S, E]
+            e = encoder(spelling(inputs[TOKEN_IDS]))  # [B, S, E]
         else:
             embedding = keras.layers.ReversibleEmbedding(
                 config.vocabulary_size,
@@ -280,11 +288,11 @@ class ElmoLanguageModel(FunctionalTrainableModel):
                 embeddings_initializer=bert_initializer(),
                 name="token_embedding",
             )
-            e = embedding(inputs["token_ids"])  # [B, S, E]
+            e = embedding(inputs[TOKEN_IDS])  # [B, S, E]
         forward = run(direction("forward"), e)
-        reversed_e = reverse_real_tokens(e, inputs["padding_mask"])
+        reversed_e = reverse_real_tokens(e, inputs[PADDING_MASK])
         backward = [
-            reverse_real_tokens(h, inputs["padding_mask"])
+            reverse_real_tokens(h, inputs[PADDING_MASK])
             for h in run(direction("backward"), reversed_e)
         ]
         if config.embedding_dim != d:
@@ -335,14 +343,14 @@ class ElmoLanguageModel(FunctionalTrainableModel):
     def loss_weights(self, x, y):
         """`{term: weights}` of the two language models' losses."""
         del x
-        return {"forward": y["weights"], "backward": y["previous_weights"]}
+        return {"forward": y[WEIGHTS], "backward": y[PREVIOUS_WEIGHTS]}
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         del sample_weight, training
         t = self.trackers
         weights = self.loss_weights(x, y)
         forward = masked_cross_entropy(
-            y["next_ids"],
+            y[NEXT_IDS],
             y_pred["forward_logits"],
             weights["forward"],
             t["forward_loss"],
@@ -350,7 +358,7 @@ class ElmoLanguageModel(FunctionalTrainableModel):
             term="forward",
         )
         backward = masked_cross_entropy(
-            y["previous_ids"],
+            y[PREVIOUS_IDS],
             y_pred["backward_logits"],
             weights["backward"],
             t["backward_loss"],

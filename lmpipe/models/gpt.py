@@ -12,6 +12,7 @@ from lmpipe.arguments import (
     check_positive_numbers,
     check_rates,
 )
+from lmpipe.contract import NEXT_IDS, PADDING_MASK, TOKEN_IDS, WEIGHTS
 from lmpipe.layers.dropout import Dropout
 from lmpipe.layers.initializers import gpt2_initializer
 from lmpipe.layers.layer_normalization import LayerNormalization
@@ -140,7 +141,7 @@ class GptCausalLM(FunctionalTrainableModel):
         initializer = gpt2_initializer(config.initializer_range)
         inputs = {
             name: keras.Input(shape=(None,), dtype="int32", name=name)
-            for name in ("token_ids", "padding_mask")
+            for name in (TOKEN_IDS, PADDING_MASK)
         }
         token_embedding = keras.layers.ReversibleEmbedding(
             config.vocabulary_size,
@@ -180,11 +181,11 @@ class GptCausalLM(FunctionalTrainableModel):
             epsilon=config.layer_norm_epsilon, name="final_layer_norm"
         )
 
-        positions = position_ids(inputs["padding_mask"])
-        x = token_embedding(inputs["token_ids"]) + position_embedding(positions)  # [B, S, H]
+        positions = position_ids(inputs[PADDING_MASK])
+        x = token_embedding(inputs[TOKEN_IDS]) + position_embedding(positions)  # [B, S, H]
         x = embedding_dropout(x)
         for block in blocks:
-            x = block(x, decoder_padding_mask=inputs["padding_mask"])
+            x = block(x, decoder_padding_mask=inputs[PADDING_MASK])
         x = final_layer_norm(x)
         logits = ops.cast(token_embedding(x, reverse=True), "float32")  # [B, S, V]
         super().__init__(inputs=inputs, outputs=logits, **kwargs)
@@ -241,12 +242,12 @@ class GptCausalLM(FunctionalTrainableModel):
     def loss_weights(self, x, y):
         """`{term: weights}`: the real next tokens."""
         del x
-        return {"next": y["weights"]}
+        return {"next": y[WEIGHTS]}
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         del sample_weight, training
         return masked_cross_entropy(
-            y["next_ids"],
+            y[NEXT_IDS],
             y_pred,
             self.loss_weights(x, y)["next"],
             self.loss_tracker,

@@ -3,6 +3,16 @@
 import keras
 from keras import ops
 
+from lmpipe.contract import (
+    MASK_IDS,
+    MASK_POSITIONS,
+    MASK_WEIGHTS,
+    NSP_LABELS,
+    PADDING_MASK,
+    SEGMENT_IDS,
+    SOP_LABELS,
+    TOKEN_IDS,
+)
 from lmpipe.layers.initializers import bert_initializer
 from lmpipe.layers.masked_lm_head import MaskedLMHead
 from lmpipe.models.albert import AlbertConfig, albert
@@ -11,7 +21,7 @@ from lmpipe.models.configs import config_from_dict, config_to_dict
 from lmpipe.models.losses import masked_cross_entropy
 from lmpipe.models.trainable import FunctionalTrainableModel
 
-PAIR_LABELS = {"nsp": "nsp_labels", "sop": "sop_labels", "mlm": None}
+PAIR_LABELS = {"nsp": NSP_LABELS, "sop": SOP_LABELS, "mlm": None}
 
 
 def encoder_from_config(config):
@@ -53,7 +63,7 @@ class BertPretrainer(FunctionalTrainableModel):
         encoder = encoder_from_config(encoder_config)
         inputs = {
             name: keras.Input(shape=(None,), dtype="int32", name=name)
-            for name in ("token_ids", "segment_ids", "padding_mask", "mask_positions")
+            for name in (TOKEN_IDS, SEGMENT_IDS, PADDING_MASK, MASK_POSITIONS)
         }
         encoded = encoder({name: inputs[name] for name in encoder.input})
         token_embedding = encoder.get_layer("embedding").token_embedding
@@ -65,7 +75,7 @@ class BertPretrainer(FunctionalTrainableModel):
             kernel_initializer=bert_initializer(encoder_config.initializer_range),
             name="mlm_head",
         )
-        outputs = {"mlm_logits": mlm_head(encoded["sequence_output"], inputs["mask_positions"])}
+        outputs = {"mlm_logits": mlm_head(encoded["sequence_output"], inputs[MASK_POSITIONS])}
         if PAIR_LABELS[objective] is None:
             # Without a pair head nothing trains the pooler: freeze it rather than leave it
             # without gradients.
@@ -92,7 +102,7 @@ class BertPretrainer(FunctionalTrainableModel):
         """`{term: weights}` of the loss terms: the real predictions, and every example for
         the pair objective."""
         del x
-        weights = {"mlm": y["mask_weights"]}
+        weights = {"mlm": y[MASK_WEIGHTS]}
         label_name = PAIR_LABELS[self.objective]
         if label_name is not None:
             weights["pair"] = ops.ones_like(y[label_name], "float32")  # [B]
@@ -102,7 +112,7 @@ class BertPretrainer(FunctionalTrainableModel):
         del sample_weight, training
         weights = self.loss_weights(x, y)
         loss = masked_cross_entropy(
-            y["mask_ids"],
+            y[MASK_IDS],
             y_pred["mlm_logits"],
             weights["mlm"],
             self.mlm_loss_tracker,

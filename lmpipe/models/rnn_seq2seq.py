@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from lmpipe.arguments import check_positive_integers, check_rates
+from lmpipe.contract import DECODER_IDS, ENCODER_IDS, ENCODER_MASK
 from lmpipe.layers.dropout import Dropout
 from lmpipe.layers.rnn_attention import SCORES
 from lmpipe.layers.rnn_decoder import FORMS, RnnDecoder
@@ -190,8 +191,8 @@ class RnnSeq2Seq(Seq2SeqModel):
         missing = [name for name in SEQ2SEQ_INPUTS if name not in inputs]
         if missing:
             raise ValueError(f"The inputs lack {missing}; expected the keys {SEQ2SEQ_INPUTS}.")
-        final_state, source = self._source(inputs["encoder_ids"], inputs["encoder_mask"], training)
-        embedded = self.dropout(self.target_embedding(inputs["decoder_ids"]), training=training)
+        final_state, source = self._source(inputs[ENCODER_IDS], inputs[ENCODER_MASK], training)
+        embedded = self.dropout(self.target_embedding(inputs[DECODER_IDS]), training=training)
         outputs, _ = self.decoder(embedded, final_state, **source)  # [B, T, D_out]
         logits = self.output_projection(self.dropout(outputs, training=training))
         return ops.cast(logits, "float32")  # [B, T, V]

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from lmpipe.arguments import check_number
+from lmpipe.contract import TARGET_IDS, WEIGHTS
 from lmpipe.models.configs import config_from_dict, config_to_dict
 from lmpipe.models.losses import masked_mean, track_accuracy
 from lmpipe.models.rnn_seq2seq import RnnSeq2SeqConfig, rnn_seq2seq
@@ -117,14 +118,14 @@ class Seq2SeqTrainer(TrainableModel):
     def loss_weights(self, x, y):
         """`{term: weights}`: the real target tokens."""
         del x
-        return {"target": y["weights"]}  # [B, T], 1 on real tokens
+        return {"target": y[WEIGHTS]}  # [B, T], 1 on real tokens
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         del sample_weight, training
         weights = self.loss_weights(x, y)["target"]
-        loss, nll = label_smoothed_cross_entropy(y["target_ids"], y_pred, self.label_smoothing)
+        loss, nll = label_smoothed_cross_entropy(y[TARGET_IDS], y_pred, self.label_smoothing)
         total = masked_mean(loss, weights, self.nll_tracker, tracked=nll, term="target")
-        track_accuracy(self.token_accuracy, y["target_ids"], y_pred, weights)
+        track_accuracy(self.token_accuracy, y[TARGET_IDS], y_pred, weights)
         return total
 
     def get_config(self):

@@ -3,12 +3,11 @@
 import keras
 from keras import ops
 
+from lmpipe.contract import ENCODER_FEATURES, LABELS
 from lmpipe.layers.classification_head import ClassificationHead
 from lmpipe.models.losses import masked_cross_entropy
 from lmpipe.models.metrics import MacroF1
 from lmpipe.models.trainable import FunctionalTrainableModel
-
-ENCODER_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 
 
 @keras.saving.register_keras_serializable(package="lmpipe")
@@ -53,13 +52,13 @@ class SequenceClassifier(FunctionalTrainableModel):
             encoder = keras.saving.deserialize_keras_object(encoder)
         if not isinstance(encoder, keras.Model):
             raise ValueError(f"`encoder` must be a keras.Model, got {type(encoder).__name__}.")
-        missing = [name for name in ENCODER_INPUTS if name not in _input_names(encoder)]
+        missing = [name for name in ENCODER_FEATURES if name not in _input_names(encoder)]
         if missing:
             raise ValueError(
-                f"`encoder` must take the inputs {list(ENCODER_INPUTS)}; it lacks {missing}."
+                f"`encoder` must take the inputs {list(ENCODER_FEATURES)}; it lacks {missing}."
             )
         inputs = {
-            name: keras.Input(shape=(None,), dtype="int32", name=name) for name in ENCODER_INPUTS
+            name: keras.Input(shape=(None,), dtype="int32", name=name) for name in ENCODER_FEATURES
         }
         encoded = encoder(inputs)
         if not isinstance(encoded, dict) or "pooled_output" not in encoded:
@@ -82,16 +81,14 @@ class SequenceClassifier(FunctionalTrainableModel):
     def loss_weights(self, x, y):
         """`{term: weights}`: every example counts (the mean over the global batch)."""
         del x
-        labels = y["labels"] if isinstance(y, dict) else y
-        return {"labels": ops.ones_like(labels, "float32")}
+        labels = y[LABELS] if isinstance(y, dict) else y
+        return {LABELS: ops.ones_like(labels, "float32")}
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         del sample_weight, training
-        labels = y["labels"] if isinstance(y, dict) else y
+        labels = y[LABELS] if isinstance(y, dict) else y
         logits = y_pred["logits"]
-        loss = masked_cross_entropy(
-            labels, logits, self.loss_weights(x, y)["labels"], term="labels"
-        )
+        loss = masked_cross_entropy(labels, logits, self.loss_weights(x, y)[LABELS], term=LABELS)
         self.accuracy_metric.update_state(labels, logits)
         self.macro_f1_metric.update_state(labels, logits)
         return loss

@@ -4,9 +4,10 @@ its tokens, and its loss."""
 import keras
 from keras import ops
 
+from lmpipe.contract import ENCODER_FEATURES, PADDING_MASK, START_POSITIONS
 from lmpipe.layers.span_head import SpanHead
 from lmpipe.models.losses import masked_cross_entropy
-from lmpipe.models.sequence_classifier import ENCODER_INPUTS, _input_names
+from lmpipe.models.sequence_classifier import _input_names
 from lmpipe.models.trainable import FunctionalTrainableModel
 
 
@@ -49,19 +50,19 @@ class SpanPredictor(FunctionalTrainableModel):
             encoder = keras.saving.deserialize_keras_object(encoder)
         if not isinstance(encoder, keras.Model):
             raise ValueError(f"`encoder` must be a keras.Model, got {type(encoder).__name__}.")
-        missing = [name for name in ENCODER_INPUTS if name not in _input_names(encoder)]
+        missing = [name for name in ENCODER_FEATURES if name not in _input_names(encoder)]
         if missing:
             raise ValueError(
-                f"`encoder` must take the inputs {list(ENCODER_INPUTS)}; it lacks {missing}."
+                f"`encoder` must take the inputs {list(ENCODER_FEATURES)}; it lacks {missing}."
             )
         inputs = {
-            name: keras.Input(shape=(None,), dtype="int32", name=name) for name in ENCODER_INPUTS
+            name: keras.Input(shape=(None,), dtype="int32", name=name) for name in ENCODER_FEATURES
         }
         encoded = encoder(inputs)
         if not isinstance(encoded, dict) or "sequence_output" not in encoded:
             raise ValueError("`encoder` must return a dict with `sequence_output` [B, S, H].")
         head = SpanHead(kernel_initializer=kernel_initializer, name="span_head")
-        outputs = head(encoded["sequence_output"], padding_mask=inputs["padding_mask"])
+        outputs = head(encoded["sequence_output"], padding_mask=inputs[PADDING_MASK])
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
         self.encoder = encoder
         self.head = head
@@ -71,7 +72,7 @@ class SpanPredictor(FunctionalTrainableModel):
     def loss_weights(self, x, y):
         """`{term: weights}`: every window counts, for its start and its end alike."""
         del x
-        return {"spans": ops.ones_like(y["start_positions"], "float32")}
+        return {"spans": ops.ones_like(y[START_POSITIONS], "float32")}
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         del sample_weight, training

@@ -4,9 +4,10 @@ loss over the labelled pieces."""
 import keras
 from keras import ops
 
+from lmpipe.contract import ENCODER_FEATURES, LABELS
 from lmpipe.layers.token_classification_head import TokenClassificationHead
 from lmpipe.models.losses import masked_cross_entropy
-from lmpipe.models.sequence_classifier import ENCODER_INPUTS, _input_names
+from lmpipe.models.sequence_classifier import _input_names
 from lmpipe.models.trainable import FunctionalTrainableModel
 
 
@@ -51,13 +52,13 @@ class TokenClassifier(FunctionalTrainableModel):
             encoder = keras.saving.deserialize_keras_object(encoder)
         if not isinstance(encoder, keras.Model):
             raise ValueError(f"`encoder` must be a keras.Model, got {type(encoder).__name__}.")
-        missing = [name for name in ENCODER_INPUTS if name not in _input_names(encoder)]
+        missing = [name for name in ENCODER_FEATURES if name not in _input_names(encoder)]
         if missing:
             raise ValueError(
-                f"`encoder` must take the inputs {list(ENCODER_INPUTS)}; it lacks {missing}."
+                f"`encoder` must take the inputs {list(ENCODER_FEATURES)}; it lacks {missing}."
             )
         inputs = {
-            name: keras.Input(shape=(None,), dtype="int32", name=name) for name in ENCODER_INPUTS
+            name: keras.Input(shape=(None,), dtype="int32", name=name) for name in ENCODER_FEATURES
         }
         encoded = encoder(inputs)
         if not isinstance(encoded, dict) or "sequence_output" not in encoded:
@@ -81,19 +82,19 @@ class TokenClassifier(FunctionalTrainableModel):
     def loss_weights(self, x, y):
         """`{term: weights}`: the labelled tokens (label -1 marks the others)."""
         del x
-        labels = ops.cast(y["labels"] if isinstance(y, dict) else y, "int32")  # [B, S]
-        return {"labels": ops.cast(labels >= 0, "float32")}
+        labels = ops.cast(y[LABELS] if isinstance(y, dict) else y, "int32")  # [B, S]
+        return {LABELS: ops.cast(labels >= 0, "float32")}
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         del sample_weight, training
-        labels = ops.cast(y["labels"] if isinstance(y, dict) else y, "int32")  # [B, S]
+        labels = ops.cast(y[LABELS] if isinstance(y, dict) else y, "int32")  # [B, S]
         targets = ops.maximum(labels, 0)  # any valid index where the weight is 0
         return masked_cross_entropy(
             targets,
             y_pred["logits"],
-            self.loss_weights(x, y)["labels"],
+            self.loss_weights(x, y)[LABELS],
             accuracy_tracker=self.accuracy_metric,
-            term="labels",
+            term=LABELS,
         )
 
     def get_config(self):

@@ -12,6 +12,7 @@ from lmpipe.arguments import (
     check_positive_numbers,
     check_rates,
 )
+from lmpipe.contract import DECODER_IDS, DECODER_MASK, ENCODER_IDS, ENCODER_MASK
 from lmpipe.layers.dropout import Dropout
 from lmpipe.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
 from lmpipe.layers.transformer_decoder_block import TransformerDecoderBlock
@@ -19,7 +20,7 @@ from lmpipe.layers.transformer_encoder_block import TransformerEncoderBlock
 from lmpipe.models.presets import Presets
 from lmpipe.models.samplers.seq2seq import Seq2SeqModel
 
-SEQ2SEQ_INPUTS = ("encoder_ids", "encoder_mask", "decoder_ids", "decoder_mask")
+SEQ2SEQ_INPUTS = (ENCODER_IDS, ENCODER_MASK, DECODER_IDS, DECODER_MASK)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,14 +197,14 @@ class TransformerSeq2Seq(Seq2SeqModel):
         missing = [name for name in SEQ2SEQ_INPUTS if name not in inputs]
         if missing:
             raise ValueError(f"The inputs lack {missing}; expected the keys {SEQ2SEQ_INPUTS}.")
-        encoder_mask = inputs["encoder_mask"]
-        encoded = self.encode_sequence(inputs["encoder_ids"], encoder_mask, training)
-        x = self._embed(self.target_embedding, inputs["decoder_ids"], 0, training)
+        encoder_mask = inputs[ENCODER_MASK]
+        encoded = self.encode_sequence(inputs[ENCODER_IDS], encoder_mask, training)
+        x = self._embed(self.target_embedding, inputs[DECODER_IDS], 0, training)
         for block in self.decoder_blocks:
             x = block(
                 x,
                 encoded,
-                decoder_padding_mask=inputs["decoder_mask"],
+                decoder_padding_mask=inputs[DECODER_MASK],
                 encoder_padding_mask=encoder_mask,
                 training=training,
             )
@@ -216,7 +217,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
         encoded = self.encode_sequence(encoder_ids, encoder_mask, training=False)
         batch = ops.shape(encoder_ids)[0]
         return {
-            "encoder_mask": ops.cast(encoder_mask, "int32"),
+            ENCODER_MASK: ops.cast(encoder_mask, "int32"),
             "cross_caches": [
                 block.compute_cross_attention_cache(encoded) for block in self.decoder_blocks
             ],
@@ -234,7 +235,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
         ):
             x, cache, _ = block(
                 x,
-                encoder_padding_mask=state["encoder_mask"],
+                encoder_padding_mask=state[ENCODER_MASK],
                 self_attention_cache=cache,
                 self_attention_cache_update_index=step,
                 cross_attention_cache=cross_cache,

@@ -13,6 +13,7 @@ from lmpipe.arguments import (
     check_positive_numbers,
     check_rates,
 )
+from lmpipe.contract import PADDING_MASK, PERM_MASK, SEGMENT_IDS, TARGET_MAPPING, TOKEN_IDS
 from lmpipe.layers.dropout import Dropout
 from lmpipe.layers.initializers import clone_initializer
 from lmpipe.layers.relative_position_encoding import RelativePositionEncoding
@@ -119,12 +120,12 @@ def _wire(layers, config, two_stream, mem_len, reuse_len, bi_data=False):
     """Connect `layers` (the dict made by `_xlnet_layers`) into a functional model."""
     inputs = {
         name: keras.Input(shape=(None,), dtype="int32", name=name)
-        for name in ("token_ids", "segment_ids", "padding_mask")
+        for name in (TOKEN_IDS, SEGMENT_IDS, PADDING_MASK)
     }
     if two_stream:
-        inputs["perm_mask"] = keras.Input(shape=(None, None), dtype="float32", name="perm_mask")
-        inputs["target_mapping"] = keras.Input(
-            shape=(None, None), dtype="float32", name="target_mapping"
+        inputs[PERM_MASK] = keras.Input(shape=(None, None), dtype="float32", name=PERM_MASK)
+        inputs[TARGET_MAPPING] = keras.Input(
+            shape=(None, None), dtype="float32", name=TARGET_MAPPING
         )
     memories = [None] * config.num_layers
     memory_mask = None
@@ -137,12 +138,12 @@ def _wire(layers, config, two_stream, mem_len, reuse_len, bi_data=False):
         memory_mask = inputs["memory_mask"]
     dropout = Dropout(config.dropout)
 
-    content = dropout(layers["word_embedding"](inputs["token_ids"]))  # [B, S, H]
+    content = dropout(layers["word_embedding"](inputs[TOKEN_IDS]))  # [B, S, H]
     query = None
     if two_stream:
         # Every prediction starts from the same learned state, XLNet's `mask_emb` (a one-row
         # embedding table): the query stream must not see the token it predicts.
-        zeros = ops.zeros_like(inputs["target_mapping"][:, :, 0], dtype="int32")  # [B, P]
+        zeros = ops.zeros_like(inputs[TARGET_MAPPING][:, :, 0], dtype="int32")  # [B, P]
         query = dropout(layers["mask_embedding"](zeros))  # [B, P, H]
     position_encoding = dropout(
         layers["position_encoding"](content, memory=memories[0], bi_data=bi_data)
@@ -155,16 +156,16 @@ def _wire(layers, config, two_stream, mem_len, reuse_len, bi_data=False):
             content,
             position_encoding,
             query=query,
-            target_mapping=inputs.get("target_mapping"),
-            segment_ids=inputs["segment_ids"],
-            padding_mask=inputs["padding_mask"],
-            perm_mask=inputs.get("perm_mask"),
+            target_mapping=inputs.get(TARGET_MAPPING),
+            segment_ids=inputs[SEGMENT_IDS],
+            padding_mask=inputs[PADDING_MASK],
+            perm_mask=inputs.get(PERM_MASK),
             memory=memories[index],
             memory_mask=memory_mask,
         )
         content, query = outputs if two_stream else (outputs, None)
     sequence_output = dropout(content)
-    summary = _last_real_token(sequence_output, inputs["padding_mask"])
+    summary = _last_real_token(sequence_output, inputs[PADDING_MASK])
     outputs = {
         "sequence_output": sequence_output,
         "pooled_output": layers["pooler"](summary),
@@ -174,7 +175,7 @@ def _wire(layers, config, two_stream, mem_len, reuse_len, bi_data=False):
     if mem_len:
         outputs["new_memory"] = ops.stack(new_memories, axis=1)  # [B, L, mem_len, H]
         outputs["new_memory_mask"] = cache_memory(
-            memory_mask, ops.cast(inputs["padding_mask"], "int32"), mem_len, reuse_len
+            memory_mask, ops.cast(inputs[PADDING_MASK], "int32"), mem_len, reuse_len
         )
     return keras.Model(inputs, outputs, name="xlnet")
 

@@ -5,12 +5,21 @@ import tensorflow as tf
 from keras import ops
 
 from lmpipe.arguments import check_positive_int
+from lmpipe.contract import (
+    PADDING_MASK,
+    PERM_MASK,
+    SEGMENT_IDS,
+    TARGET_IDS,
+    TARGET_MAPPING,
+    TARGET_MASK,
+    TOKEN_IDS,
+)
 from lmpipe.models.losses import masked_cross_entropy
 from lmpipe.models.replica_local_state import ReplicaLocalState
 from lmpipe.models.trainable import TrainableModel
 from lmpipe.models.xlnet import XLNetConfig, check_memory_arguments, xlnet, xlnet_content_stream
 
-FEATURES = ("token_ids", "segment_ids", "padding_mask", "perm_mask", "target_mapping")
+FEATURES = (TOKEN_IDS, SEGMENT_IDS, PADDING_MASK, PERM_MASK, TARGET_MAPPING)
 
 
 @keras.saving.register_keras_serializable(package="lmpipe")
@@ -154,13 +163,13 @@ class XLNetPretrainer(TrainableModel):
             self._memory_mask.assign(tf.zeros_like(self._memory_mask))
 
     def _check_shapes(self, inputs):
-        predictions = inputs["target_mapping"].shape[1]
+        predictions = inputs[TARGET_MAPPING].shape[1]
         if predictions is not None and predictions != self.max_predictions:
             raise ValueError(
                 f"`target_mapping` has {predictions} predictions per example, but the model was "
                 f"built with max_predictions={self.max_predictions}."
             )
-        batch = inputs["token_ids"].shape[0]
+        batch = inputs[TOKEN_IDS].shape[0]
         if self.mem_len and batch is not None and batch != self.batch_size:
             raise ValueError(
                 f"The model keeps memory for batch_size={self.batch_size} rows (per replica), "
@@ -194,12 +203,12 @@ class XLNetPretrainer(TrainableModel):
     def loss_weights(self, x, y):
         """`{term: weights}`: the real prediction targets."""
         del x
-        return {"plm": y["target_mask"]}
+        return {"plm": y[TARGET_MASK]}
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         del sample_weight, training
         return masked_cross_entropy(
-            y["target_ids"],
+            y[TARGET_IDS],
             y_pred["lm_logits"],
             self.loss_weights(x, y)["plm"],
             self.plm_loss_tracker,

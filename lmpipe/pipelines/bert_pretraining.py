@@ -15,11 +15,11 @@ from lmpipe.arguments import (
     check_positive_int,
     check_texts,
 )
-from lmpipe.contract import ENCODER_FEATURES
+from lmpipe.contract import ENCODER_FEATURES, MASK_IDS, MASK_POSITIONS, MASK_WEIGHTS
 from lmpipe.datasets.examples.bert_examples import (
     PAIR_MODES,
     bert_examples,
-    check_sequence_length,
+    check_objective_sequence_length,
     special_token_count,
 )
 from lmpipe.datasets.examples.masking import MaskedLMMasker
@@ -94,7 +94,7 @@ class BertPretrainingOptions(PipelineOptions):
         if self.objective is None:
             self.resolve("objective", self.default("objective"))
         check_choice("objective", self.objective, tuple(PAIR_MODES))
-        check_sequence_length(self.seq_len, self.objective)
+        check_objective_sequence_length(self.seq_len, self.objective)
         check_number("short_seq_prob", self.short_seq_prob, minimum=0, maximum=1)
         check_number("selection_rate", self.selection_rate, above=0, maximum=1)
         check_bool("whole_word", self.whole_word)
@@ -198,7 +198,7 @@ class BertPretraining(EncoderPipeline):
         )
 
     def check_config(self, config):
-        check_sequence_length(
+        check_objective_sequence_length(
             self.options.seq_len,
             self.options.objective,
             config.max_sequence_length,
@@ -272,7 +272,7 @@ class BertPretraining(EncoderPipeline):
             dataset = dataset.take(steps)
         counts = np.zeros(self.tokenizer.vocabulary_size, np.float64)
         for _, labels in dataset.as_numpy_iterator():
-            np.add.at(counts, labels["mask_ids"][labels["mask_weights"] > 0], 1.0)
+            np.add.at(counts, labels[MASK_IDS][labels[MASK_WEIGHTS] > 0], 1.0)
         frequencies = counts[counts > 0] / counts.sum()
         results = {
             "mlm_accuracy": float(frequencies.max()),
@@ -442,7 +442,7 @@ class BertPretraining(EncoderPipeline):
                 packed = pack_masked_texts(tokenizer, text, seq_len, most)
                 # The encoder runs on the texts padded to the longest, not to seq_len.
                 features = cut_to_longest({name: packed[name] for name in ENCODER_FEATURES})
-                features["mask_positions"] = packed["mask_positions"]  # inside the texts
+                features[MASK_POSITIONS] = packed[MASK_POSITIONS]  # inside the texts
                 logits = model(features, training=False)["mlm_logits"]  # [N, P, V]
                 probabilities = tf.nn.softmax(tf.cast(logits, tf.float32))
                 ranked = tf.where(tf.constant(banned), -1.0, probabilities)

@@ -19,6 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from lmpipe.arguments import check_choice, check_number, check_seed, check_texts
+from lmpipe.contract import PADDING_MASK
 from lmpipe.datasets.examples.packing import pack_texts
 from lmpipe.models.configs import config_from_dict, config_to_dict
 from lmpipe.models.samplers import traced_function
@@ -562,7 +563,7 @@ class EncoderPipeline(TokenizerPipeline):
                 outputs = encoder(features, training=False)
                 if pooling == "pooled":
                     return tf.cast(outputs["pooled_output"], tf.float32)
-                weights = tf.cast(features["padding_mask"], tf.float32)[:, :, None]
+                weights = tf.cast(features[PADDING_MASK], tf.float32)[:, :, None]
                 total = tf.reduce_sum(tf.cast(outputs["sequence_output"], tf.float32) * weights, 1)
                 return total / tf.reduce_sum(weights, axis=1)
 

@@ -8,9 +8,9 @@ import numpy as np
 import tensorflow as tf
 
 from lmpipe.arguments import check_bool, check_number, check_positive_int, check_texts
+from lmpipe.contract import ENCODER_FEATURES, END_POSITIONS, START_POSITIONS
 from lmpipe.datasets.labelled.span_windows import answer_positions, piece_lengths, span_windows
 from lmpipe.datasets.labelled.squad import SpanExamples, span_examples
-from lmpipe.models.sequence_classifier import ENCODER_INPUTS
 from lmpipe.models.span_predictor import SpanPredictor
 from lmpipe.models.span_search import best_span_graph, best_spans
 from lmpipe.models.squad_metrics import squad_scores
@@ -231,8 +231,8 @@ class SpanAnswerer(FineTuningPipeline):
 
     def examples_dataset(self, source):
         """One element per window: `(features, {"start_positions", "end_positions"})`."""
-        features = {name: source.windows[name] for name in ENCODER_INPUTS}
-        labels = {"start_positions": source.start_positions, "end_positions": source.end_positions}
+        features = {name: source.windows[name] for name in ENCODER_FEATURES}
+        labels = {START_POSITIONS: source.start_positions, END_POSITIONS: source.end_positions}
         return tf.data.Dataset.from_tensor_slices((features, labels))
 
     def fit(self, data, *args, **kwargs):
@@ -261,7 +261,7 @@ class SpanAnswerer(FineTuningPipeline):
         """`(start_logits, end_logits)`, float32 numpy `[W, seq_len]`, of `windows`."""
         check_positive_int("batch_size", batch_size)
         model = self.evaluation_model(batch_size)
-        features = {name: windows[name] for name in ENCODER_INPUTS}
+        features = {name: windows[name] for name in ENCODER_FEATURES}
         dataset = tf.data.Dataset.from_tensor_slices(features).batch(batch_size)
         outputs = model.predict(dataset, verbose=0)
         return outputs["start_logits"], outputs["end_logits"]
@@ -400,7 +400,7 @@ class SpanAnswerer(FineTuningPipeline):
                 options.doc_stride,
                 lengths,
             )
-            outputs = model({name: windows[name] for name in ENCODER_INPUTS}, training=False)
+            outputs = model({name: windows[name] for name in ENCODER_FEATURES}, training=False)
             return best_span_graph(
                 windows,
                 outputs["start_logits"],

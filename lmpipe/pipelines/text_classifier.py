@@ -7,6 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from lmpipe.arguments import check_dropout, check_number, check_positive_int
+from lmpipe.contract import ENCODER_FEATURES, LABELS
 from lmpipe.datasets.examples.packing import min_sequence_length, pack_texts
 from lmpipe.datasets.labelled.labelled_examples import (
     LabelledExamples,
@@ -14,7 +15,7 @@ from lmpipe.datasets.labelled.labelled_examples import (
     labelled_examples,
     text_array,
 )
-from lmpipe.models.sequence_classifier import ENCODER_INPUTS, SequenceClassifier
+from lmpipe.models.sequence_classifier import SequenceClassifier
 from lmpipe.pipelines.fine_tuning import FineTuningPipeline
 from lmpipe.pipelines.pipeline import PipelineOptions
 
@@ -179,7 +180,7 @@ class TextClassifier(FineTuningPipeline):
         with tf.control_dependencies(checks):
             labels = tf.identity(labels)
         features = self.encode(batch["text"], batch.get("text_pair"))
-        return features, {"labels": labels}
+        return features, {LABELS: labels}
 
     # Model ------------------------------------------------------------------------------------
 
@@ -249,7 +250,7 @@ class TextClassifier(FineTuningPipeline):
         `{"probabilities": float32 [B, C], "logits": float32 [B, C]}`."""
         model = self.evaluation_model(None)
         inputs = {
-            name: keras.Input(shape=(None,), dtype="int32", name=name) for name in ENCODER_INPUTS
+            name: keras.Input(shape=(None,), dtype="int32", name=name) for name in ENCODER_FEATURES
         }
         logits = model(inputs)["logits"]
         probabilities = keras.layers.Softmax(dtype="float32", name="probabilities")(logits)

@@ -8,12 +8,12 @@ import numpy as np
 import tensorflow as tf
 
 from lmpipe.arguments import check_dropout, check_number, check_positive_int, check_texts
+from lmpipe.contract import ENCODER_FEATURES, LABELS
 from lmpipe.datasets.examples.packing import min_sequence_length
 from lmpipe.datasets.labelled.tagged_files import TaggedSentences
 from lmpipe.datasets.labelled.word_pieces import pack_words, split_text_words
 from lmpipe.models.entity_scores import are_chunk_tags, entity_scores
 from lmpipe.models.samplers import traced_function
-from lmpipe.models.sequence_classifier import ENCODER_INPUTS
 from lmpipe.models.token_classifier import TokenClassifier
 from lmpipe.pipelines.fine_tuning import FineTuningPipeline
 from lmpipe.pipelines.pipeline import PipelineOptions
@@ -229,8 +229,8 @@ class TokenTagger(FineTuningPipeline):
 
     def model_inputs(self, batch):
         packed = self.encode(batch["words"], batch["tags"])
-        features = {name: packed[name] for name in ENCODER_INPUTS}
-        return features, {"labels": packed["labels"]}
+        features = {name: packed[name] for name in ENCODER_FEATURES}
+        return features, {LABELS: packed[LABELS]}
 
     # Model ------------------------------------------------------------------------------------
 
@@ -408,7 +408,7 @@ class TokenTagger(FineTuningPipeline):
         `{"probabilities": float32 [B, S, C], "logits": float32 [B, S, C]}`, per piece."""
         model = self.evaluation_model(None)
         inputs = {
-            name: keras.Input(shape=(None,), dtype="int32", name=name) for name in ENCODER_INPUTS
+            name: keras.Input(shape=(None,), dtype="int32", name=name) for name in ENCODER_FEATURES
         }
         logits = model(inputs)["logits"]
         probabilities = keras.layers.Softmax(dtype="float32", name="probabilities")(logits)
@@ -438,7 +438,7 @@ class TokenTagger(FineTuningPipeline):
 def _tag_outputs(model, tokenizer, seq_len, tags, words, with_words):
     """The outputs of `TokenTagger.tag_function` for ragged words `[N, (W)]`."""
     packed = pack_words(tokenizer, words, seq_len)
-    features = {name: packed[name] for name in ENCODER_INPUTS}
+    features = {name: packed[name] for name in ENCODER_FEATURES}
     logits = tf.cast(model(features, training=False)["logits"], tf.float32)  # [N, S, C]
     probabilities = tf.nn.softmax(logits)
     tag_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)  # [N, S]

@@ -36,6 +36,7 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the tokenizer ops the signatures use)
 
 from lmpipe.arguments import check_number
+from lmpipe.contract import ENCODER_FEATURES, PADDING_MASK, SEGMENT_IDS, TOKEN_IDS
 from lmpipe.datasets.examples.packing import (
     LAYOUTS,
     check_sequence_length,
@@ -56,7 +57,6 @@ from lmpipe.serving.protocol import (
 LENGTH_GROUP = 16
 SERVE_TEXT = "serve_text"
 SERVE_TEXT_PAIR = "serve_text_pair"
-ENCODER_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 
 WARMUP_TEXTS = ("The quick brown fox jumps over the lazy dog.",)
 WARMUP_TEXT_PAIRS = ("It was not amused.",)
@@ -225,7 +225,7 @@ class ServingModule(tf.Module):
         self._forward = _Forward(model, _check_outputs(outputs))
         self._forward.check(tokenizer, seq_len)
 
-        token_spec = [tf.TensorSpec([None, None], tf.int32, name=name) for name in ENCODER_INPUTS]
+        token_spec = [tf.TensorSpec([None, None], tf.int32, name=name) for name in ENCODER_FEATURES]
         text_spec = tf.TensorSpec([None], tf.string, name="text")
         pair_spec = tf.TensorSpec([None], tf.string, name="text_pair")
         functions = {
@@ -333,9 +333,9 @@ class ServingModule(tf.Module):
         # The checks run before the model, so a bad request gets their message.
         with tf.control_dependencies([check for check in checks if check is not None]):
             features = {
-                "token_ids": tf.identity(token_ids),
-                "segment_ids": tf.identity(segment_ids),
-                "padding_mask": tf.identity(padding_mask),
+                TOKEN_IDS: tf.identity(token_ids),
+                SEGMENT_IDS: tf.identity(segment_ids),
+                PADDING_MASK: tf.identity(padding_mask),
             }
         return self._forward(features)
 
@@ -368,9 +368,9 @@ def _probe(tokenizer, length):
     ids = np.full([1, length], tokenizer.pad_id, np.int32)
     ids[0, :3] = [tokenizer.cls_id, tokenizer.vocabulary_size - 1, tokenizer.sep_id]
     return {
-        "token_ids": tf.constant(ids),
-        "segment_ids": tf.zeros([1, length], tf.int32),
-        "padding_mask": tf.constant((ids != tokenizer.pad_id).astype(np.int32)),
+        TOKEN_IDS: tf.constant(ids),
+        SEGMENT_IDS: tf.zeros([1, length], tf.int32),
+        PADDING_MASK: tf.constant((ids != tokenizer.pad_id).astype(np.int32)),
     }
 
 
@@ -399,7 +399,7 @@ class _Forward:
         values whatever it is batched with."""
         if not self.cut:
             return self(features)
-        lengths = tf.reduce_sum(features["padding_mask"], axis=1)
+        lengths = tf.reduce_sum(features[PADDING_MASK], axis=1)
         order = tf.argsort(lengths, stable=True)  # shortest first
         size = tf.shape(order)[0]
 
@@ -412,7 +412,7 @@ class _Forward:
             for name, value in outputs.items():
                 if name in self.position_outputs:
                     value = pad_positions(
-                        value, part["padding_mask"], seq_len, self.position_outputs[name]
+                        value, part[PADDING_MASK], seq_len, self.position_outputs[name]
                     )
                 arrays[name] = arrays[name].write(index, value)
             return index + 1, arrays

@@ -14,6 +14,16 @@ pipeline reads its own shard and uses its own seeds.
 
 import tensorflow as tf
 
+from lmpipe.contract import (
+    MASK_IDS,
+    MASK_POSITIONS,
+    MASK_WEIGHTS,
+    NSP_LABELS,
+    PADDING_MASK,
+    SEGMENT_IDS,
+    SOP_LABELS,
+    TOKEN_IDS,
+)
 from lmpipe.datasets.corpora.sharding import pipeline_position
 from lmpipe.datasets.corpora.shuffling import by_epoch, epoch_documents, graph_code, window_shuffle
 from lmpipe.datasets.examples import packing
@@ -22,7 +32,7 @@ from lmpipe.datasets.examples.sentence_pairs import gather_spans, pair_spans
 
 # What the pair stage calls each objective, and the name of its label in the batch.
 PAIR_MODES = {"nsp": "nsp", "sop": "sop", "mlm": "single"}
-LABEL_NAMES = {"nsp": "nsp_labels", "sop": "sop_labels", "mlm": None}
+LABEL_NAMES = {"nsp": NSP_LABELS, "sop": SOP_LABELS, "mlm": None}
 
 
 def special_token_count(objective):
@@ -30,7 +40,9 @@ def special_token_count(objective):
     return 3 if PAIR_MODES[objective] != "single" else 2
 
 
-def check_sequence_length(seq_len, objective, max_length=None, limit="the model's positions"):
+def check_objective_sequence_length(
+    seq_len, objective, max_length=None, limit="the model's positions"
+):
     """Raise unless `seq_len` holds the special tokens plus one token per segment of
     `objective`, and is at most `max_length` (see `packing.check_sequence_length`)."""
     segments = 1 if PAIR_MODES[objective] == "single" else 2
@@ -113,7 +125,7 @@ def bert_examples(
     """
     if objective not in PAIR_MODES:
         raise ValueError(f"`objective` must be one of {sorted(PAIR_MODES)}, got {objective!r}.")
-    check_sequence_length(seq_len, objective)
+    check_objective_sequence_length(seq_len, objective)
     _, pipeline_id = pipeline_position(input_context)
     mode = PAIR_MODES[objective]
     max_num_tokens = seq_len - special_token_count(objective)
@@ -187,15 +199,15 @@ def bert_examples(
 
     def mask(index, example):
         masked = masker(
-            example["token_ids"], tf.random.experimental.stateless_fold_in(mask_seed, index)
+            example[TOKEN_IDS], tf.random.experimental.stateless_fold_in(mask_seed, index)
         )
         features = {
-            "token_ids": masked["token_ids"],
-            "segment_ids": example["segment_ids"],
-            "padding_mask": example["padding_mask"],
-            "mask_positions": masked["mask_positions"],
+            TOKEN_IDS: masked[TOKEN_IDS],
+            SEGMENT_IDS: example[SEGMENT_IDS],
+            PADDING_MASK: example[PADDING_MASK],
+            MASK_POSITIONS: masked[MASK_POSITIONS],
         }
-        labels = {"mask_ids": masked["mask_ids"], "mask_weights": masked["mask_weights"]}
+        labels = {MASK_IDS: masked[MASK_IDS], MASK_WEIGHTS: masked[MASK_WEIGHTS]}
         if label_name is not None:
             labels[label_name] = example["pair_label"]
         return features, labels

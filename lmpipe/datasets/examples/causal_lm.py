@@ -26,17 +26,28 @@ pipeline reads its own shard.
 import tensorflow as tf
 
 from lmpipe.arguments import check_number, check_positive_int, check_seed
+from lmpipe.contract import (
+    NEXT_IDS,
+    PADDING_MASK,
+    PREVIOUS_IDS,
+    PREVIOUS_WEIGHTS,
+    TOKEN_IDS,
+    WEIGHTS,
+    feature_names,
+    label_names,
+    min_seq_len,
+)
 from lmpipe.datasets.corpora.sharding import pipeline_position
 from lmpipe.datasets.corpora.shuffling import by_epoch, epoch_documents, graph_code, window_shuffle
 
-FEATURES = ("token_ids", "padding_mask")
-LABELS = ("next_ids", "weights")
-BACKWARD_LABELS = ("previous_ids", "previous_weights")
+FEATURES = feature_names("gpt")
+LABELS = label_names("gpt")
+BACKWARD_LABELS = (PREVIOUS_IDS, PREVIOUS_WEIGHTS)
 
 
 def check_causal_sequence_length(seq_len):
     """Raise unless `seq_len` is an int of at least 2 (one token and the one it predicts)."""
-    check_number("seq_len", seq_len, minimum=2, integer=True)
+    check_number("seq_len", seq_len, minimum=min_seq_len("gpt"), integer=True)
 
 
 def token_stream(tokenizer, documents):
@@ -72,15 +83,15 @@ def stream_windows(stream, seq_len, pad_id, bidirectional=False):
     padded = tf.concat([stream, tf.fill([size + 1 - length], tf.constant(pad_id, tf.int32))], 0)
     positions = tf.reshape(tf.range(size), [num_windows, seq_len])  # index in the stream
     windows = {
-        "token_ids": tf.reshape(padded[:size], [num_windows, seq_len]),
-        "padding_mask": tf.cast(positions < length, tf.int32),
-        "next_ids": tf.reshape(padded[1 : size + 1], [num_windows, seq_len]),
-        "weights": tf.cast(positions + 1 < length, tf.float32),
+        TOKEN_IDS: tf.reshape(padded[:size], [num_windows, seq_len]),
+        PADDING_MASK: tf.cast(positions < length, tf.int32),
+        NEXT_IDS: tf.reshape(padded[1 : size + 1], [num_windows, seq_len]),
+        WEIGHTS: tf.cast(positions + 1 < length, tf.float32),
     }
     if bidirectional:
         shifted = tf.concat([[pad_id], padded[:size]], axis=0)
-        windows["previous_ids"] = tf.reshape(shifted[:size], [num_windows, seq_len])
-        windows["previous_weights"] = tf.cast((positions >= 1) & (positions < length), tf.float32)
+        windows[PREVIOUS_IDS] = tf.reshape(shifted[:size], [num_windows, seq_len])
+        windows[PREVIOUS_WEIGHTS] = tf.cast((positions >= 1) & (positions < length), tf.float32)
     return windows
 
 

@@ -25,6 +25,7 @@ import tensorflow as tf
 
 from lmpipe.arguments import check_bool, check_number, check_positive_int
 from lmpipe.backend import compiling_with_xla
+from lmpipe.contract import MASK_IDS, MASK_POSITIONS, MASK_WEIGHTS, TOKEN_IDS
 from lmpipe.kernels import note_path, optional_kernel
 
 _PHILOX = 1  # RNG_ALG_PHILOX, tensorflow/core/framework/rng_alg.h
@@ -288,10 +289,10 @@ class MaskedLMMasker:
         """The outputs for rows of length 0, as the compiled op gives them."""
         lists = tf.zeros(tf.stack([tf.shape(token_ids)[0], self.max_predictions]), tf.int32)
         return {
-            "token_ids": token_ids,
-            "mask_positions": lists,
-            "mask_ids": lists,
-            "mask_weights": tf.cast(lists, tf.float32),
+            TOKEN_IDS: token_ids,
+            MASK_POSITIONS: lists,
+            MASK_IDS: lists,
+            MASK_WEIGHTS: tf.cast(lists, tf.float32),
         }
 
     def _checked_ids(self, token_ids):
@@ -332,10 +333,10 @@ class MaskedLMMasker:
 
         mask_ids = tf.gather(token_ids, positions, batch_dims=1) * tf.cast(weights, tf.int32)
         return {
-            "token_ids": self._corrupt(token_ids, positions, weights, mask_ids, random),
-            "mask_positions": positions,
-            "mask_ids": mask_ids,
-            "mask_weights": tf.cast(weights, tf.float32),
+            TOKEN_IDS: self._corrupt(token_ids, positions, weights, mask_ids, random),
+            MASK_POSITIONS: positions,
+            MASK_IDS: mask_ids,
+            MASK_WEIGHTS: tf.cast(weights, tf.float32),
         }
 
     def _compiled(self, kernel, token_ids, seed):
@@ -362,10 +363,10 @@ class MaskedLMMasker:
             corrupt_stream=_CORRUPT,
         )
         return {
-            "token_ids": masked,
-            "mask_positions": positions,
-            "mask_ids": mask_ids,
-            "mask_weights": weights,
+            TOKEN_IDS: masked,
+            MASK_POSITIONS: positions,
+            MASK_IDS: mask_ids,
+            MASK_WEIGHTS: weights,
         }
 
     def candidate_units(self, token_ids, seed):

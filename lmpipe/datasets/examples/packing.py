@@ -11,14 +11,15 @@ that a text is packed the same way in training and in serving.
 import tensorflow as tf
 
 from lmpipe.arguments import check_number
+from lmpipe.contract import MASK_POSITIONS, PADDING_MASK, SEGMENT_IDS, TOKEN_IDS, min_seq_len
 
 LAYOUTS = ("bert", "xlnet", "causal")
 
 
 def min_sequence_length(segments):
     """The shortest packed sequence of `segments` segments: a `[SEP]` per segment and one
-    `[CLS]` (in either layout) plus one token of each segment."""
-    return 2 * segments + 1
+    `[CLS]` (in either layout) plus one token of each segment (the contract's rule)."""
+    return min_seq_len("classification", pairs=segments == 2)
 
 
 def check_sequence_length(seq_len, segments=1, max_length=None, limit="the model's positions"):
@@ -92,9 +93,9 @@ def pack_segments(tokenizer, segments, seq_len, layout="bert"):
             segment_ids = tf.where(here, segment_id, segment_ids)
         start = end
     return {
-        "token_ids": token_ids,
-        "segment_ids": segment_ids,
-        "padding_mask": tf.cast(position < start, tf.int32),
+        TOKEN_IDS: token_ids,
+        SEGMENT_IDS: segment_ids,
+        PADDING_MASK: tf.cast(position < start, tf.int32),
     }
 
 
@@ -171,14 +172,14 @@ def pack_masked_texts(tokenizer, texts, seq_len, max_masks):
     ids = tf.RaggedTensor.from_row_splits(joined, parts.row_splits).merge_dims(1, 2)
     ids = ids[:, :-1]  # [B, (tokens)]
     packed = pack_segments(tokenizer, [ids[:, : seq_len - 2]], seq_len)
-    token_ids = packed["token_ids"]
+    token_ids = packed[TOKEN_IDS]
     positions = tf.ragged.boolean_mask(
         tf.broadcast_to(tf.range(seq_len, dtype=tf.int32), tf.shape(token_ids)),
         token_ids == tokenizer.mask_id,
     )[:, :max_masks]
     return {
         **packed,
-        "mask_positions": positions.to_tensor(0, shape=[None, max_masks]),
+        MASK_POSITIONS: positions.to_tensor(0, shape=[None, max_masks]),
         "mask_count": tf.cast(positions.row_lengths(), tf.int32),
         "token_count": tf.cast(ids.row_lengths(), tf.int32) + 2,
     }
@@ -218,5 +219,5 @@ def cut_to_longest(features):
     >>> cut["token_ids"].numpy().tolist()
     [[2, 7, 3], [2, 3, 0]]
     """
-    longest = tf.maximum(tf.reduce_max(tf.reduce_sum(features["padding_mask"], axis=1)), 1)
+    longest = tf.maximum(tf.reduce_max(tf.reduce_sum(features[PADDING_MASK], axis=1)), 1)
     return {name: value[:, :longest] for name, value in features.items()}

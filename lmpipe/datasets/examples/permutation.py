@@ -29,6 +29,7 @@ import numpy as np
 import tensorflow as tf
 
 from lmpipe.arguments import check_number, check_positive_int
+from lmpipe.contract import MASKED_TOKENS, PERM_MASK, TARGET_IDS, TARGET_MAPPING, TARGET_MASK
 
 _SPAN_LENGTHS, _GAPS, _BUDGET, _ORDER = 0, 1, 2, 3  # the random streams
 # Mean cycles (span plus gap) laid out before the first word, so that the first words are
@@ -240,7 +241,7 @@ class PermutationLM:
         maskable = real & tf.logical_not(self._is_special(token_ids))  # [B, S]
         is_target = self._select_targets(token_ids, maskable, seed, backward)  # [B, S] bool
         perm_mask = self._perm_mask(is_target, real, seed)
-        return {"perm_mask": perm_mask, **self._prediction_lists(token_ids, is_target)}
+        return {PERM_MASK: perm_mask, **self._prediction_lists(token_ids, is_target)}
 
     # Targets ----------------------------------------------------------------------------------
 
@@ -359,10 +360,10 @@ class PermutationLM:
         positions = tf.where(real, tf.searchsorted(place, wanted, side="left"), 0)  # [B, P]
         return {
             # one_hot of -1 is a row of zeros.
-            "target_mapping": tf.one_hot(tf.where(real, positions, -1), self.seq_len),
-            "target_ids": tf.gather(token_ids, positions, batch_dims=1) * tf.cast(real, tf.int32),
-            "target_mask": tf.cast(real, tf.float32),
-            "masked_tokens": target,
+            TARGET_MAPPING: tf.one_hot(tf.where(real, positions, -1), self.seq_len),
+            TARGET_IDS: tf.gather(token_ids, positions, batch_dims=1) * tf.cast(real, tf.int32),
+            TARGET_MASK: tf.cast(real, tf.float32),
+            MASKED_TOKENS: target,
         }
 
     def _check_call(self, token_ids, padding_mask, seed, backward):

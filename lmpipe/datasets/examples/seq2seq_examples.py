@@ -19,6 +19,16 @@ import numpy as np
 import tensorflow as tf
 
 from lmpipe.arguments import check_number, check_positive_int, check_seed
+from lmpipe.contract import (
+    DECODER_IDS,
+    DECODER_MASK,
+    ENCODER_IDS,
+    ENCODER_MASK,
+    TARGET_IDS,
+    WEIGHTS,
+    feature_names,
+    label_names,
+)
 from lmpipe.datasets.corpora.parallel_text import ParallelCorpus
 from lmpipe.datasets.corpora.sharding import pipeline_position
 from lmpipe.datasets.corpora.shuffling import by_epoch, window_shuffle
@@ -32,8 +42,8 @@ EOS_TOKEN = "[EOS]"
 TARGET_TOKENS = (BOS_TOKEN, EOS_TOKEN)
 """Reserved tokens a target vocabulary needs: pass them to `WordPieceTokenizer.train`."""
 
-FEATURES = ("encoder_ids", "encoder_mask", "decoder_ids", "decoder_mask")
-LABELS = ("target_ids", "weights")
+FEATURES = feature_names("seq2seq")
+LABELS = label_names("seq2seq")
 
 # Texts tokenized per call of the tokenizer op: vectorized work, small enough to stream.
 _TOKENIZE_BATCH = 256
@@ -219,9 +229,9 @@ def seq2seq_examples(
         bos = tf.fill([rows, 1], tf.constant(bos_id, tf.int32))
         eos = tf.fill([rows, 1], tf.constant(eos_id, tf.int32))
         return {
-            "encoder_ids": source,
-            "decoder_ids": tf.concat([bos, target], axis=1),  # [BOS] y
-            "target_ids": tf.concat([target, eos], axis=1),  # y [EOS]
+            ENCODER_IDS: source,
+            DECODER_IDS: tf.concat([bos, target], axis=1),  # [BOS] y
+            TARGET_IDS: tf.concat([target, eos], axis=1),  # y [EOS]
         }
 
     def make_epoch(epoch):
@@ -252,14 +262,14 @@ def _with_masks(example):
     """Add the masks and weights: 1 on every real position, 0 where padding will go."""
     return {
         **example,
-        "encoder_mask": tf.ones_like(example["encoder_ids"]),
-        "decoder_mask": tf.ones_like(example["decoder_ids"]),
-        "weights": tf.ones_like(example["target_ids"], tf.float32),
+        ENCODER_MASK: tf.ones_like(example[ENCODER_IDS]),
+        DECODER_MASK: tf.ones_like(example[DECODER_IDS]),
+        WEIGHTS: tf.ones_like(example[TARGET_IDS], tf.float32),
     }
 
 
 def _example_length(example):
-    return tf.maximum(tf.shape(example["encoder_ids"])[0], tf.shape(example["decoder_ids"])[0])
+    return tf.maximum(tf.shape(example[ENCODER_IDS])[0], tf.shape(example[DECODER_IDS])[0])
 
 
 def _split_features(batch):

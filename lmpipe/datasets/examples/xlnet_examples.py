@@ -43,6 +43,17 @@ import numbers
 import tensorflow as tf
 
 from lmpipe.arguments import check_bool, check_number, check_positive_int, check_seed
+from lmpipe.contract import (
+    ENCODER_FEATURES,
+    MASKED_TOKENS,
+    PADDING_MASK,
+    PERM_MASK,
+    SEGMENT_IDS,
+    TARGET_MAPPING,
+    TOKEN_IDS,
+    label_names,
+    min_seq_len,
+)
 from lmpipe.datasets.corpora.sharding import pipeline_position
 from lmpipe.datasets.corpora.shuffling import by_epoch, epoch_documents, graph_code, window_shuffle
 from lmpipe.datasets.examples.packing import check_sequence_length, pack_segments
@@ -52,8 +63,8 @@ from lmpipe.datasets.examples.sentence_pairs import gather_spans, pair_spans
 NUM_SPECIAL_TOKENS = 3  # A <sep> B <sep> <cls>
 # The special tokens XLNet's layout needs, by the tokenizer attribute holding their id.
 REQUIRED_SPECIALS = {"pad_id": "[PAD]", "sep_id": "[SEP]", "cls_id": "[CLS]", "mask_id": "[MASK]"}
-PACKED = ("token_ids", "segment_ids", "padding_mask")
-LABELS = ("target_ids", "target_mask")
+PACKED = ENCODER_FEATURES
+LABELS = label_names("xlnet")
 _PAIRS, _PERMUTATION, _SHUFFLE, _SPLIT = 1, 2, 3, 4  # the seeds derived from `seed`
 
 
@@ -100,7 +111,7 @@ def check_xlnet_arguments(
         max_length=MAX_SEQ_LEN,
         limit="the longest XLNet example (the permutation's order keys are 64-bit)",
     )
-    minimum = NUM_SPECIAL_TOKENS + 2 + max(reuse_len or 0, 0)
+    minimum = min_seq_len("xlnet") + max(reuse_len or 0, 0)
     if reuse_len is not None and not 1 <= reuse_len <= seq_len - NUM_SPECIAL_TOKENS - 2:
         raise ValueError(
             f"`reuse_len` must be in [1, seq_len - 5 = {seq_len - 5}] (the memory part, then "
@@ -253,16 +264,16 @@ def xlnet_examples(
 
     def add_targets(index, example):
         drawn = permutation(
-            example["token_ids"],
-            example["padding_mask"],
+            example[TOKEN_IDS],
+            example[PADDING_MASK],
             _fold(permutation_seed, index),
             backward=backward,
         )
         features = {name: example[name] for name in PACKED}
         features.update(
-            perm_mask=drawn["perm_mask"],
-            target_mapping=drawn["target_mapping"],
-            masked_tokens=drawn["masked_tokens"],
+            perm_mask=drawn[PERM_MASK],
+            target_mapping=drawn[TARGET_MAPPING],
+            masked_tokens=drawn[MASKED_TOKENS],
         )
         if "stream_start" in example:
             features["stream_start"] = example["stream_start"]
@@ -334,8 +345,8 @@ class _IndependentExamples:
 
     def _second_half_backward(self, example):
         """Rows B/2.. read backward: `rev(B) <sep> rev(A) <sep> <cls>`, in one gather."""
-        segment_ids = example["segment_ids"]
-        real = example["padding_mask"] > 0
+        segment_ids = example[SEGMENT_IDS]
+        real = example[PADDING_MASK] > 0
         a_length = tf.reduce_sum(tf.cast(real & (segment_ids == 0), tf.int32), axis=1) - 1
         b_length = tf.reduce_sum(tf.cast(real & (segment_ids == 1), tf.int32), axis=1) - 1
         a, b = a_length[:, None], b_length[:, None]  # [B, 1]
@@ -346,10 +357,10 @@ class _IndependentExamples:
         new_segments = tf.where(position <= b, 0, tf.where(position <= a + b + 1, 1, segment_ids))
         backward = (tf.range(self.batch_size) >= self.batch_size // 2)[:, None]
         result = dict(example)
-        result["token_ids"] = tf.where(
-            backward, tf.gather(example["token_ids"], source, batch_dims=1), example["token_ids"]
+        result[TOKEN_IDS] = tf.where(
+            backward, tf.gather(example[TOKEN_IDS], source, batch_dims=1), example[TOKEN_IDS]
         )
-        result["segment_ids"] = tf.where(backward & real, new_segments, segment_ids)
+        result[SEGMENT_IDS] = tf.where(backward & real, new_segments, segment_ids)
         return result
 
 
@@ -454,7 +465,7 @@ class _MemoryStreams:
         token_ids = tf.where(position == seq_len - 1, self.ids["cls_id"], token_ids)
         segment_ids = tf.where(position <= sep, 0, 1) + tf.cast(position == seq_len - 1, tf.int32)
         return {
-            "token_ids": token_ids,
-            "segment_ids": tf.broadcast_to(segment_ids, tf.shape(token_ids)),
-            "padding_mask": tf.ones_like(token_ids),
+            TOKEN_IDS: token_ids,
+            SEGMENT_IDS: tf.broadcast_to(segment_ids, tf.shape(token_ids)),
+            PADDING_MASK: tf.ones_like(token_ids),
         }

@@ -13,6 +13,7 @@ no prediction (`word_count - tagged_words` counts them per sentence).
 
 import tensorflow as tf
 
+from lmpipe.contract import LABELS
 from lmpipe.datasets.examples.packing import pack_segments
 from lmpipe.tokenizers.bert_words import clean, split_words
 
@@ -89,7 +90,7 @@ def pack_words(tokenizer, words, seq_len, labels=None):
     if labels is not None:
         word_labels = tf.gather(tf.cast(labels.flat_values, tf.int32), per_word.value_rowids())
         piece_labels = tf.where(first.flat_values, word_labels, IGNORED)
-        result["labels"] = _pad_around(by_sentence(piece_labels), IGNORED, seq_len)
+        result[LABELS] = _pad_around(by_sentence(piece_labels), IGNORED, seq_len)
     return result
 
 
