@@ -46,6 +46,15 @@ LABELS = "labels"
 START_POSITIONS = "start_positions"
 END_POSITIONS = "end_positions"
 
+STREAM_POSITION = "stream_position"
+"""The feature the seekable stream adds to every pretraining batch it builds: int64 `[B, 3]`,
+each example's `(epoch, window, offset)` in the stream (see `lmpipe.datasets.examples.stream`).
+Not a model input: the training step takes it out of the batch and keeps the first example's
+as the run's data position; exports never see it."""
+
+STREAM_FAMILIES = ("bert", "albert", "xlnet", "gpt", "elmo")
+"""The families whose pretraining batches come from the seekable stream."""
+
 ENCODER_FEATURES = (TOKEN_IDS, SEGMENT_IDS, PADDING_MASK)
 """What an encoder (BERT, ALBERT, XLNet's content stream) takes: int32 `[B, S]` each."""
 
@@ -104,6 +113,11 @@ def input_specs(family, seq_len=None, num_predictions=None, target_len=None):
         specs[TARGET_MAPPING] = ("float32", (None, num_predictions, seq_len))
         specs[MASKED_TOKENS] = tokens
     return specs
+
+
+def stream_position_spec():
+    """`(dtype, shape)` of the `STREAM_POSITION` feature."""
+    return ("int64", (None, 3))
 
 
 def label_specs(family, seq_len=None, num_predictions=None, target_len=None, objective=None):

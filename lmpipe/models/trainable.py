@@ -5,7 +5,20 @@ import tensorflow as tf
 from keras import ops
 
 from lmpipe.backend import keras_symbolic_build, loss_tracker
+from lmpipe.contract import STREAM_POSITION
 from lmpipe.models.gradient_accumulation import accumulated_train_step
+
+
+def without_stream_position(data):
+    """`(data, position)`: a batch without the seekable stream's `stream_position` feature
+    (see `lmpipe.datasets.examples.stream`), and that feature (None where it has none)."""
+    if not isinstance(data, tuple) or not data or not isinstance(data[0], dict):
+        return data, None
+    if STREAM_POSITION not in data[0]:
+        return data, None
+    features = dict(data[0])
+    position = features.pop(STREAM_POSITION)
+    return (features, *data[1:]), position
 
 
 def _in_replica_of_many():
@@ -41,7 +54,19 @@ class TrainingSteps:
         # Set without Keras' attribute tracking: a training setting, not state to save.
         object.__setattr__(self, "_accumulation_steps", steps)
 
+    def track_stream_position(self, variable):
+        """Keep in `variable` (int64 `[3]`, made in the strategy's scope with
+        `aggregation=ONLY_FIRST_REPLICA`) the stream position of the first example of each
+        batch trained: replica 0's, the first of the global batch. Batches without a
+        `stream_position` leave it as it is. None: stop keeping it."""
+        # Set without Keras' attribute tracking: the training loop checkpoints it.
+        object.__setattr__(self, "_stream_position", variable)
+
     def train_step(self, data):
+        data, position = without_stream_position(data)
+        variable = self.__dict__.get("_stream_position")
+        if position is not None and variable is not None:
+            variable.assign(tf.cast(position[0], tf.int64))
         steps = self.__dict__.get("_accumulation_steps", 1)
         if steps == 1:
             return super().train_step(data)
@@ -55,6 +80,7 @@ class TrainingSteps:
         waiting for the data, also in the call that finds a finite dataset exhausted: Keras'
         `loss` of an evaluation counted one batch more than it saw (n / (n + 1) of the mean;
         half of it for one batch). Here the count waits for the batch's loss."""
+        data, _ = without_stream_position(data)
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
         y_pred = self(x, training=False)
         loss = self.compute_loss(

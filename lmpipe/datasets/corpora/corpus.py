@@ -512,6 +512,23 @@ class TextCorpus:
                 lines.append(f"  {genre}: {documents:,} documents, {sentences:,} sentences")
         return "\n".join(lines)
 
+    # The stream's access (see `lmpipe.datasets.corpora.document_order`) ------------------------
+
+    def file_document_counts(self):
+        """The documents each file yields, in the order of `files` (empty in memory)."""
+        return [stats.num_documents for stats in self._file_stats]
+
+    def file_documents(self, path):
+        """The documents of one of `files` (a scalar string tensor), streamed, each a 1-D
+        `tf.string` tensor `[num_sentences]`."""
+        return self._file_documents(path).map(as_document)
+
+    def document_tensor(self):
+        """An in-memory corpus's documents as one RaggedTensor `[D, (sentences)]` of strings."""
+        if self._documents is None:
+            raise ValueError(f"{self!r} is read from files; it has no document tensor.")
+        return self._ragged_documents()
+
     # Graph readers ----------------------------------------------------------------------------
 
     def _ragged_documents(self):

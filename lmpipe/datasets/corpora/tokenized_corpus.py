@@ -109,6 +109,10 @@ def write_tokenized_corpus(corpus, tokenizer, directory, num_shards=1, batch_siz
         "num_sentences": num_sentences,
         "num_tokens": num_tokens,
         "num_empty_documents": num_empty,
+        "documents_per_file": [
+            num_documents // num_shards + (index < num_documents % num_shards)
+            for index in range(num_shards)
+        ],
         "vocabulary_size": tokenizer.vocabulary_size,
         "vocabulary_fingerprint": vocabulary_fingerprint(tokenizer.vocabulary),
         "lower_case": tokenizer.lower_case,
@@ -180,6 +184,36 @@ class TokenizedCorpus:
                 f"the tokenizer's ({tokenizer.vocabulary_size} tokens)."
             )
 
+    def file_document_counts(self):
+        """The documents in each of `files`: from the description (written since the stream
+        reads them), else counted once, record by record."""
+        counts = self._description.get("documents_per_file")
+        if counts is None:
+            counts = [
+                int(
+                    tf.data.TFRecordDataset(path).reduce(
+                        tf.constant(0, tf.int64), lambda n, _: n + 1
+                    )
+                )
+                for path in self._files
+            ]
+            self._description["documents_per_file"] = counts
+        if len(counts) != len(self._files) or sum(counts) != self.num_documents:
+            raise ValueError(
+                f"{os.path.join(self.directory, CORPUS_FILE)}: documents_per_file {counts} does "
+                f"not match its {len(self._files)} files and {self.num_documents} documents."
+            )
+        return list(counts)
+
+    def file_documents(self, path):
+        """The documents of one of `files` (a scalar string tensor), int32 RaggedTensors
+        `[num_sentences, (tokens)]`."""
+        return tf.data.TFRecordDataset(path).map(_parse, num_parallel_calls=tf.data.AUTOTUNE)
+
+    def document_tensor(self):
+        """A tokenized corpus is read from files: it has no document tensor."""
+        raise ValueError(f"{self!r} is read from files; it has no document tensor.")
+
     def documents(self, input_context=None, shuffle_files=False, seed=None, epoch=0):
         """A `tf.data.Dataset` of int32 `[num_sentences, (tokens)]` documents, for one input
         pipeline (see the class docstring for sharding; `shuffle_files` permutes the file
@@ -187,15 +221,18 @@ class TokenizedCorpus:
         records = read_sharded(
             self._files, tf.data.TFRecordDataset, input_context, shuffle_files, seed, epoch
         )
-        spec = {
-            "token_ids": tf.io.RaggedFeature(tf.int64),
-            "sentence_lengths": tf.io.RaggedFeature(tf.int64),
-        }
+        return records.map(_parse, num_parallel_calls=tf.data.AUTOTUNE)
 
-        def parse(record):
-            parsed = tf.io.parse_single_example(record, spec)
-            return tf.RaggedTensor.from_row_lengths(
-                tf.cast(parsed["token_ids"], tf.int32), parsed["sentence_lengths"]
-            )
 
-        return records.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+_RECORD_SPEC = {
+    "token_ids": tf.io.RaggedFeature(tf.int64),
+    "sentence_lengths": tf.io.RaggedFeature(tf.int64),
+}
+
+
+def _parse(record):
+    """A record of `write_tokenized_corpus` -> int32 `[num_sentences, (tokens)]`."""
+    parsed = tf.io.parse_single_example(record, _RECORD_SPEC)
+    return tf.RaggedTensor.from_row_lengths(
+        tf.cast(parsed["token_ids"], tf.int32), parsed["sentence_lengths"]
+    )
