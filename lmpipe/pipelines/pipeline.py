@@ -274,8 +274,10 @@ class Pipeline:
         optimizer = self.optimizer(options)
         previous = self.model if options.checkpoint_dir is None else None
 
-        def make_dataset(per_replica, input_context, skip):
-            return self.training_batches(data, per_replica, input_context).skip(skip)
+        def make_dataset(per_replica, input_context, skip, start=None):
+            if start is None:
+                return self.training_batches(data, per_replica, input_context).skip(skip)
+            return self.training_batches(data, per_replica, input_context, start=start)
 
         self.model, history = train(
             self.build_model,

@@ -2,9 +2,11 @@
 
 A checkpoint holds the model's and the optimizer's variables, the random states of
 dropout and the state a model returns from an optional `checkpoint_state()` (a dict of
-trackables, e.g. XLNet's memory of every replica); the optimizer's step counter
-says how many batches were trained, which is also the data position (the input pipelines are
-deterministic, so resuming skips that many batches). `tf.train.CheckpointManager` writes the
+trackables, e.g. XLNet's memory of every replica) and the seekable stream's position (the
+first example of the last batch trained, see `lmpipe.training.stream_state`: resuming starts
+the stream one batch after it); the optimizer's step counter says how many batches were
+trained (for data that is not a stream, the input pipelines are deterministic and resuming
+skips that many batches). `tf.train.CheckpointManager` writes the
 files first and then atomically replaces the `checkpoint` pointer file that names the latest
 one, so a crash while writing leaves the previous checkpoint as the latest, intact.
 
@@ -325,9 +327,12 @@ class TrainingCheckpoint(RunCheckpoints):
         strategy: the distribution strategy the model was built in.
         run_config: a JSON-serializable dict describing the model; it must match on resume.
         max_to_keep: number of checkpoints kept.
+        stream_state: `{name: variable}`, the seekable stream's position and the replicas
+            that trained it (see `lmpipe.training.stream_state`), or None. A checkpoint
+            written before lmpipe kept it restores without it (`lacking` names it).
     """
 
-    def __init__(self, directory, model, strategy, run_config, max_to_keep=3):
+    def __init__(self, directory, model, strategy, run_config, max_to_keep=3, stream_state=None):
         self.model = model
         # The random states of dropout (Keras seed generators) are not among the model's
         # checkpointed weights; saving them too makes a resumed run draw the same dropout
@@ -350,6 +355,7 @@ class TrainingCheckpoint(RunCheckpoints):
             run_config,
             steps=lambda: int(model.optimizer.iterations.numpy()),
             max_to_keep=max_to_keep,
+            optional=None if stream_state is None else {"stream": stream_state},
         )
 
     def save(self):

@@ -21,6 +21,7 @@ from lmpipe.training.options import TrainingOptions
 from lmpipe.training.precision import automatic_jit_compile, automatic_precision, dtype_policy
 from lmpipe.training.preemption import checkpoint_on_preemption
 from lmpipe.training.schedules import adamw
+from lmpipe.training.stream_state import StreamState
 
 
 def _jit_compile_per_replica(model, enabled):
@@ -67,9 +68,12 @@ def train(
 
     Args:
         build_model: `() -> keras.Model`, called inside the strategy scope (and dtype policy).
-        make_dataset: `(per_replica_batch_size, input_context, skip_batches) -> tf.data.Dataset`
-            of `(features, labels)`, infinite, skipping the first `skip_batches` batches (the
-            batch size is of one update: `accumulation_steps` micro-batches).
+        make_dataset: `(per_replica_batch_size, input_context, skip_batches, start) ->
+            tf.data.Dataset` of `(features, labels)`, infinite: for the seekable stream
+            (`lmpipe.datasets.examples.stream`) starting at the `StreamPosition` `start`
+            (None: the beginning, then `skip_batches` is 0), for other data skipping the first
+            `skip_batches` batches (`start` is None). The batch size is of one update:
+            `accumulation_steps` micro-batches.
         run_config: JSON-serializable description of the model, checked on resume.
         batch_size: global batch size, divided among the replicas (must divide evenly).
         epochs, steps_per_epoch: `epochs * steps_per_epoch` steps in all.
@@ -135,11 +139,16 @@ def train(
         _jit_compile_per_replica(model, compile_per_replica)
         _accumulate_gradients(model, options.accumulation_steps)
         model.optimizer.build(model.trainable_variables)
+        stream = StreamState(strategy)
+        if hasattr(model, "track_stream_position"):
+            model.track_stream_position(stream.position)
     if keep_best is not None:
         keep_best.chief = is_chief(strategy)
     checkpoint = None
     if options.checkpoint_dir is not None:
-        checkpoint = TrainingCheckpoint(options.checkpoint_dir, model, strategy, run_config)
+        checkpoint = TrainingCheckpoint(
+            options.checkpoint_dir, model, strategy, run_config, stream_state=stream.variables
+        )
     try:
         with checkpoint_on_preemption(checkpoint, strategy) as preemption:
             history = _resume_and_fit(
@@ -153,6 +162,7 @@ def train(
                 steps_per_epoch=steps_per_epoch,
                 keep_best=keep_best,
                 preemption=preemption,
+                stream=stream,
             )
     finally:
         if checkpoint is not None:
@@ -172,10 +182,12 @@ def _resume_and_fit(
     steps_per_epoch,
     keep_best=None,
     preemption=None,
+    stream=None,
 ):
     """`train`'s second half: restore `checkpoint` (None: none), then fit the steps left;
     with `keep_best`, leave the best epoch's weights in the model; `preemption`: the callback
-    that checkpoints and stops on SIGTERM (see `lmpipe.training.preemption`)."""
+    that checkpoints and stops on SIGTERM (see `lmpipe.training.preemption`); `stream`: the
+    run's `StreamState` (the position a resume starts the data at)."""
     total_steps = epochs * steps_per_epoch
     verbose, data_service = options.verbose, options.data_service
     steps_done = 0 if checkpoint is None else checkpoint.restore()
@@ -194,11 +206,15 @@ def _resume_and_fit(
         if keep_best is not None:
             keep_best.restore_best(model)
         return history
+    global_batch = per_replica * strategy.num_replicas_in_sync
     if steps_done and verbose:
         print(
             f"Resuming from step {steps_done} of {total_steps}, the latest checkpoint in "
             f"{checkpoint.directory!r}."
         )
+        _describe_resume(stream, global_batch, strategy.num_replicas_in_sync)
+    if stream is not None:
+        stream.mark_replicas()
 
     # The loss check goes first: it stops training before any callback, a checkpoint in
     # particular, sees the weights a non-finite step left.
@@ -220,6 +236,11 @@ def _resume_and_fit(
         callbacks.append(preemption)
 
     def dataset_from(step):
+        last = None if stream is None else stream.last_batch()
+        # The stream seeks to the batch after the last one trained; other data replays.
+        start = None if last is None else last.advanced(global_batch)
+        skip = 0 if start is not None else step
+
         def for_pipeline(input_context):
             # Each input pipeline feeds num_replicas / num_pipelines replicas per step.
             if input_context is None:
@@ -229,11 +250,11 @@ def _resume_and_fit(
                     input_context.num_replicas_in_sync // input_context.num_input_pipelines
                 )
             if data_service is None:
-                return make_dataset(per_replica, input_context, step * batches_per_step)
+                return make_dataset(per_replica, input_context, skip * batches_per_step, start)
             # The service's workers run the graph: TensorFlow's ops only, no lmpipe kernel
             # they may lack (the same batches).
             with ops_only():
-                dataset = make_dataset(per_replica, input_context, step * batches_per_step)
+                dataset = make_dataset(per_replica, input_context, skip * batches_per_step, start)
             return from_data_service(dataset, data_service)
 
         return distributed_dataset(strategy, for_pipeline)
@@ -266,6 +287,26 @@ def _resume_and_fit(
     if keep_best is not None:
         keep_best.restore_best(model)
     return history
+
+
+def _describe_resume(stream, global_batch, replicas):
+    """Say where a resumed run's data starts, and on how many replicas."""
+    last = None if stream is None else stream.last_batch()
+    if last is None:
+        print("The data is replayed up to that step (its batches are not a seekable stream).")
+        return
+    start = last.advanced(global_batch)
+    print(
+        f"The stream starts at epoch {start.epoch}, window {start.window}, example "
+        f"{start.offset} (the batch after the last one trained): no batch is rebuilt."
+    )
+    before = stream.restored_replicas()
+    if before != replicas:
+        print(
+            f"The run was checkpointed on {before} replica{'s' if before != 1 else ''} and "
+            f"resumes on {replicas}: the global batches go on as they would have, each replica "
+            f"taking {global_batch // replicas} examples of each."
+        )
 
 
 def one_pass_steps(steps, batch_size, what="the corpus"):

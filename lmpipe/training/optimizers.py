@@ -50,20 +50,42 @@ class _FusedAdamUpdate:
     def _clip_gradients(self, grads):
         """Global-norm clipping on one replica: the scale here, applied in `update_step`.
 
-        Keras' own otherwise (clipping by each gradient's norm or value; several replicas,
-        where Keras clips each replica's gradients before they are summed). Either way the
+        After the replicas' sum on several replicas (`_clips_after_the_sum`); Keras' own
+        otherwise (clipping by each gradient's norm or value, amsgrad). Either way the
         rows of sparse gradients are summed by index first, so that each clipping measures
         the gradient itself (`gradient_norms`)."""
         self._gradient_scale = None
         if not (self.clipnorm or self.global_clipnorm or self.clipvalue):
             return grads
         grads = [summed_rows(g) for g in grads]
+        if self._clips_after_the_sum():
+            return grads  # clipped in `_all_reduce_sum_gradients`, once summed
         one_replica = tf.distribute.get_strategy().num_replicas_in_sync == 1
         if self.amsgrad or not self.global_clipnorm or not one_replica:
             return keras_clip_gradients(self, _FusedAdamUpdate, grads)
         norm = global_norm(grads, rows_summed=True)
         self._gradient_scale = global_norm_scale(norm, self.global_clipnorm)
         return grads
+
+    def _clips_after_the_sum(self):
+        """Global-norm clipping on several replicas: by the norm of the gradient of the global
+        batch (the replicas' sum), not of each replica's share (Keras clips those before
+        summing them: a run on 2 replicas would train otherwise than on 1)."""
+        replicas = tf.distribute.get_strategy().num_replicas_in_sync
+        return bool(self.global_clipnorm) and not self.amsgrad and replicas > 1
+
+    def _all_reduce_sum_gradients(self, grads_and_vars):
+        """Keras' sum over the replicas, then the global-norm clipping of several replicas."""
+        reduced = super()._all_reduce_sum_gradients(grads_and_vars)
+        if not self._clips_after_the_sum():
+            return reduced
+        grads = [None if g is None else summed_rows(g) for g, _ in reduced]
+        norm = global_norm([g for g in grads if g is not None], rows_summed=True)
+        scale = global_norm_scale(norm, self.global_clipnorm)
+        return [
+            (None if g is None else _scaled(g, scale), variable)
+            for g, (_, variable) in zip(grads, reduced, strict=True)
+        ]
 
     def _apply_weight_decay(self, variables):
         """Keras' decay for amsgrad; otherwise `update_step` decays each variable it updates."""
@@ -163,3 +185,11 @@ class FusedAdamW(_FusedAdamUpdate, keras.optimizers.AdamW):
     """`keras.optimizers.AdamW` (same arguments, same results to float rounding) with the
     fused Adam update of dense gradients, the weight decay and the clipping joining it
     (`_FusedAdamUpdate`)."""
+
+
+def _scaled(gradient, scale):
+    """`gradient` (a tensor or `tf.IndexedSlices`) times the scalar `scale`."""
+    if isinstance(gradient, tf.IndexedSlices):
+        values = gradient.values * tf.cast(scale, gradient.values.dtype)
+        return tf.IndexedSlices(values, gradient.indices, gradient.dense_shape)
+    return gradient * tf.cast(scale, gradient.dtype)

@@ -37,7 +37,9 @@ def regression_batches(nan_step=None):
     """`make_dataset` for `train`: batch i (0-based) is drawn from seed i, so resuming at step
     s reads on from batch s; with `nan_step`, that step's (1-based) features are NaN."""
 
-    def make_dataset(per_replica, input_context, skip):
+    def make_dataset(per_replica, input_context, skip, start=None):
+        assert start is None, "these batches are not a stream"
+
         def batch(index):
             x = tf.random.stateless_normal([per_replica, 4], seed=tf.stack([index, 0]))
             y = tf.reduce_sum(x * tf.constant([1.0, -2.0, 3.0, 0.5]), axis=1)

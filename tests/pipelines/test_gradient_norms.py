@@ -129,6 +129,52 @@ print("OK")
 
 
 def test_repeated_rows_on_two_replicas_update_as_the_dense_gradient():
-    """Each replica's slices clipped by the norm of their summed rows (Keras clips a replica's
-    gradients before they are summed), the replicas' rows summed again after the sum."""
+    """The replicas' slices summed, their rows summed by index, then clipped by the norm of
+    the whole (see the next test) and updated as the dense gradient."""
     run_script(MIRRORED_SPARSE_SCRIPT)
+
+
+MIRRORED_CLIPPING_SCRIPT = """
+import numpy as np
+import tensorflow as tf
+(cpu,) = tf.config.list_physical_devices("CPU")
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import keras
+from lmpipe.training.optimizers import FusedAdamW
+rng = np.random.default_rng(5)
+initial = rng.normal(size=(4, 3)).astype("float32")
+# Each replica's gradient, large enough to clip; on one replica their sum is the gradient.
+gradients = rng.normal(0.0, 3.0, size=(3, 2, 4, 3)).astype("float32")  # [steps, replicas, ...]
+
+
+def run(strategy, replica_gradient):
+    with strategy.scope():
+        variable = keras.Variable(initial)
+        optimizer = FusedAdamW(learning_rate=0.1, weight_decay=0.1, global_clipnorm=1.0)
+        optimizer.build([variable])
+
+    def replica_step(step_gradients):
+        optimizer.apply_gradients([(replica_gradient(step_gradients), variable)])
+
+    step = tf.function(lambda g: strategy.run(replica_step, args=(g,)))
+    for step_gradients in gradients:
+        step(tf.constant(step_gradients))
+    return [np.array(v) for v in strategy.experimental_local_results(variable.value)]
+
+
+def own_share(step_gradients):
+    return tf.gather(step_gradients, tf.distribute.get_replica_context().replica_id_in_sync_group)
+
+
+two = run(tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]), own_share)
+one = run(tf.distribute.MirroredStrategy(["/cpu:0"]), lambda g: tf.reduce_sum(g, axis=0))
+np.testing.assert_array_equal(two[0], two[1])
+np.testing.assert_allclose(two[0], one[0], rtol=0, atol=1e-6)
+print("OK")
+"""
+
+
+def test_global_norm_clipping_on_two_replicas_clips_their_sum():
+    """The update of two replicas equals one replica's with the summed gradient: clipped by the
+    global batch's norm, not each replica's share by its own (Keras' order)."""
+    run_script(MIRRORED_CLIPPING_SCRIPT)
