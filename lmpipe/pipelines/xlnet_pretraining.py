@@ -96,13 +96,16 @@ class XLNetPretraining(EncoderPipeline):
     `dataset(corpus, batch_size)` yields `(features, labels)` batches with the names of the
     data contract: features `token_ids`, `segment_ids`, `padding_mask` int32 `[B, seq_len]`,
     `perm_mask` float32 `[B, S, S]` (1 = position i may attend to j in the query stream),
-    `target_mapping` float32 `[B, P, S]`, `masked_tokens` int32 `[B, S]`, and with memory
-    `stream_start` int32 `[B]`; labels `target_ids` int32 and `target_mask` float32 `[B, P]`.
+    `target_mapping` float32 `[B, P, S]`, `masked_tokens` int32 `[B, S]`, `stream_position`
+    int64 `[B, 3]` (where each example is in the seekable stream, see `dataset`), and with
+    memory `stream_start` int32 `[B]`; labels `target_ids` int32 and `target_mask` float32
+    `[B, P]`.
     Examples are laid out as in XLNet, `A [SEP] B [SEP] [CLS]`: the tokenizer's `[SEP]`,
     `[CLS]`, `[MASK]` play `<sep>`, `<cls>`, `<mask>`.
 
     Two ways to train:
-    - without memory (`reuse_len=None`, the default): independent, shuffled examples;
+    - without memory (`reuse_len=None`, the default): independent examples, in the stream's
+      keyed order;
     - with Transformer-XL memory (`reuse_len=R`): the corpus is read as `batch_size` text
       streams; row r of each batch continues row r of the batch before, the first R tokens of
       an example being the text that follows the previous one's first R tokens, and the model

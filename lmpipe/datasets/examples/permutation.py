@@ -3,7 +3,11 @@
 For a `[B, S]` batch of packed examples, `PermutationLM` chooses the tokens to predict and a
 factorization order per example, and returns what an XLNet model needs: the query-stream
 attention mask `perm_mask [B, S, S]` and the prediction lists `target_mapping [B, P, S]`,
-`target_ids [B, P]`, `target_mask [B, P]`, plus `masked_tokens [B, S]`.
+`target_ids [B, P]`, `target_mask [B, P]`, plus `masked_tokens [B, S]`. The call is two
+halves: `draw`, every random choice, compact (the targets and one random number per
+position), and `expand`, a deterministic function of those that builds the `[B, S, S]` mask
+and the prediction lists; so a caller can draw for many examples at once (the seekable
+stream's window) and expand per batch, after laying rows out (XLNet's backward rows).
 
 Targets (partial prediction, XLNet section 2.3): spans of 1..`max_span` words, the length `n`
 drawn with `p(n) ~ 1/n`, laid out along the example's words as a renewal process: each span
