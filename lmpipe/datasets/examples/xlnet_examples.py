@@ -97,6 +97,7 @@ REQUIRED_SPECIALS = {"pad_id": "[PAD]", "sep_id": "[SEP]", "cls_id": "[CLS]", "m
 PACKED = ENCODER_FEATURES
 LABELS = label_names("xlnet")
 STREAM_START = "stream_start"
+_BATCH_KEY = "batch_key"  # the key of a batch of memory streams, until its targets are drawn
 
 
 def special_ids(tokenizer):
@@ -463,9 +464,9 @@ class _MemoryStreams:
             return steps.map(graph_code(lambda step: self._layout(streams, epoch, step)))
 
         def draw(batch):
-            key = key_of(batch["key"], "permutation")
+            key = key_of(batch[_BATCH_KEY], "permutation")
             drawn = permutation.draw(batch[TOKEN_IDS], batch[PADDING_MASK], key, self.backward)
-            return {**{k: v for k, v in batch.items() if k != "key"}, **drawn}
+            return {**{k: v for k, v in batch.items() if k != _BATCH_KEY}, **drawn}
 
         batches = whole.flat_map(graph_code(epoch_batches))
         return batches.map(
@@ -534,5 +535,5 @@ class _MemoryStreams:
             STREAM_POSITION: tf.stack(
                 [tf.fill([rows], epoch), tf.zeros([rows], tf.int64), offsets], axis=1
             ),
-            "key": key,
+            _BATCH_KEY: key,
         }

@@ -312,6 +312,7 @@ def test_corpus_too_short_for_the_memory_streams_is_reported(bert_tokenizer):
 # The seekable stream ---------------------------------------------------------------------------
 
 WINDOW = 3  # documents per window: the 8 scenes make 3 windows an epoch
+STREAM_SETTINGS = dict(batch_size=4, window_size=WINDOW, epochs=2, perm_size=8)
 
 
 def example_rows(data):
@@ -336,9 +337,7 @@ def assert_same_examples(found, expected):
 @pytest.fixture(scope="module")
 def two_epochs(bert_tokenizer, few):
     """Every example of two epochs of `few`, from the beginning."""
-    return example_rows(
-        batches(few, bert_tokenizer, batch_size=4, window_size=WINDOW, epochs=2, perm_size=8)
-    )
+    return example_rows(batches(few, bert_tokenizer, **STREAM_SETTINGS))
 
 
 def test_examples_are_addressed_by_epoch_window_and_offset(two_epochs):
@@ -365,36 +364,12 @@ def test_the_example_at_a_position_is_the_same_from_any_start(bert_tokenizer, fe
         epoch_end - 2,  # two examples before the end of epoch 0: the batches cross it
         epoch_end + 1,  # the first example of epoch 1
     ]
-    for index in starts:
-        position = StreamPosition(*positions[index])
-        resumed = example_rows(
-            batches(
-                few,
-                bert_tokenizer,
-                count=3,
-                batch_size=4,
-                window_size=WINDOW,
-                epochs=2,
-                perm_size=8,
-                start=position,
-            )
-        )
-        assert_same_examples(resumed, two_epochs[index : index + 12])
+    cases = [(StreamPosition(*positions[index]), index) for index in starts]
     # An offset past a window's last example goes on into the windows after it.
-    past = StreamPosition(0, 0, window_end + 3)
-    resumed = example_rows(
-        batches(
-            few,
-            bert_tokenizer,
-            count=1,
-            batch_size=4,
-            window_size=WINDOW,
-            perm_size=8,
-            epochs=2,
-            start=past,
-        )
-    )
-    assert_same_examples(resumed, two_epochs[window_end + 3 : window_end + 7])
+    cases.append((StreamPosition(0, 0, window_end + 3), window_end + 3))
+    for position, index in cases:
+        resumed = batches(few, bert_tokenizer, count=3, start=position, **STREAM_SETTINGS)
+        assert_same_examples(example_rows(resumed), two_epochs[index : index + 12])
 
 
 @pytest.mark.parametrize(
