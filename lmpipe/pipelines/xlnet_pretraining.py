@@ -4,8 +4,6 @@ import dataclasses
 import math
 import os
 
-import tensorflow as tf
-
 from lmpipe.arguments import check_bool, check_number
 from lmpipe.datasets.examples.xlnet_examples import (
     check_xlnet_arguments,
@@ -98,13 +96,16 @@ class XLNetPretraining(EncoderPipeline):
     `dataset(corpus, batch_size)` yields `(features, labels)` batches with the names of the
     data contract: features `token_ids`, `segment_ids`, `padding_mask` int32 `[B, seq_len]`,
     `perm_mask` float32 `[B, S, S]` (1 = position i may attend to j in the query stream),
-    `target_mapping` float32 `[B, P, S]`, `masked_tokens` int32 `[B, S]`, and with memory
-    `stream_start` int32 `[B]`; labels `target_ids` int32 and `target_mask` float32 `[B, P]`.
+    `target_mapping` float32 `[B, P, S]`, `masked_tokens` int32 `[B, S]`, `stream_position`
+    int64 `[B, 3]` (where each example is in the seekable stream, see `dataset`), and with
+    memory `stream_start` int32 `[B]`; labels `target_ids` int32 and `target_mask` float32
+    `[B, P]`.
     Examples are laid out as in XLNet, `A [SEP] B [SEP] [CLS]`: the tokenizer's `[SEP]`,
     `[CLS]`, `[MASK]` play `<sep>`, `<cls>`, `<mask>`.
 
     Two ways to train:
-    - without memory (`reuse_len=None`, the default): independent, shuffled examples;
+    - without memory (`reuse_len=None`, the default): independent examples, in the stream's
+      keyed order;
     - with Transformer-XL memory (`reuse_len=R`): the corpus is read as `batch_size` text
       streams; row r of each batch continues row r of the batch before, the first R tokens of
       an example being the text that follows the previous one's first R tokens, and the model
@@ -181,18 +182,23 @@ class XLNetPretraining(EncoderPipeline):
 
     # Data -------------------------------------------------------------------------------------
 
-    def dataset(self, corpus, batch_size, epochs=None, input_context=None, shuffle_buffer=1024):
-        """Pretraining batches from `corpus`, as `(features, labels)`.
+    def dataset(self, corpus, batch_size, epochs=None, input_context=None, start=None):
+        """Pretraining batches from `corpus`, as `(features, labels)`, on the seekable stream
+        (see `lmpipe.datasets.examples.xlnet_examples`): each batch's features also hold
+        `stream_position` int64 `[B, 3]`, and `start=StreamPosition.after(batch)` gives the
+        batches after `batch`, the same as the run from the beginning.
 
         Args:
             corpus: a `TextCorpus`, or a `TokenizedCorpus` written with the same tokenizer.
-            batch_size: examples per batch (per input pipeline); with memory, the number of
-                text streams.
-            epochs: passes over the corpus; None repeats forever. Every pass draws new
+            batch_size: examples per batch (of one replica); with memory, the number of text
+                streams the replica reads.
+            epochs: the epoch to stop before; None goes on forever. Every epoch draws new
                 targets and new factorization orders.
-            input_context: a `tf.distribute.InputContext`; each input pipeline reads its own
-                shard of the corpus.
-            shuffle_buffer: without memory, examples shuffled together.
+            input_context: a `tf.distribute.InputContext`: the global batch is `batch_size`
+                times its replicas, and this input pipeline yields the batches of its
+                replicas in turn.
+            start: a `StreamPosition` (None: the beginning); with memory, the first row of a
+                batch (resuming then costs one epoch's tokenization, not the steps done).
         """
         self.check_data(corpus)
         options = self.options
@@ -210,7 +216,7 @@ class XLNetPretraining(EncoderPipeline):
             bidirectional=options.bidirectional,
             input_context=input_context,
             epochs=epochs,
-            shuffle_buffer=shuffle_buffer,
+            start=start,
         )
 
     def check_data(self, corpus, name="data"):
@@ -218,38 +224,17 @@ class XLNetPretraining(EncoderPipeline):
             raise ValueError("The corpus has no document.")
         return corpus
 
-    def training_batches(self, corpus, per_replica, input_context):
-        """The batches of one input pipeline, each replica always getting the same streams.
-
-        An input pipeline feeds its `k` replicas in turn (element `i` goes to replica
-        `i mod k`). With memory, one dataset of `k * per_replica` streams is split into `k`
-        consecutive per-replica batches, so replica `j` always gets rows
-        `j * per_replica ...` of the streams, the ones its memory belongs to. With
-        `bidirectional`, the dataset's first half reads forward and its second half backward;
-        replica `j` gets forward rows `j * h ... (j + 1) * h - 1` (`h = per_replica / 2`) and
-        then the same rows of the backward half, so that each replica's batch is half forward,
-        half backward, as the model's `bi_data` expects.
+    def training_batches(self, corpus, per_replica, input_context, start=None):
+        """The endless batches of one input pipeline from `start` on, its replicas' in turn
+        (element `i` goes to replica `i mod k`), each replica always getting the same rows of
+        the global batch: with memory, replica `j` always reads the streams
+        `j * per_replica ...`, the ones its memory belongs to; with `bidirectional`, the
+        global batch's first half reads forward and its second half backward, and replica `j`
+        gets forward rows `j * h ... (j + 1) * h - 1` (`h = per_replica / 2`) and then the
+        same rows of the backward half, so that each replica's batch is half forward, half
+        backward, as the model's `bi_data` expects.
         """
-        replicas = 1
-        if input_context is not None:
-            replicas = input_context.num_replicas_in_sync // input_context.num_input_pipelines
-        if not self.options.mem_len or replicas == 1:
-            return self.dataset(corpus, per_replica, input_context=input_context)
-        streams = self.dataset(corpus, per_replica * replicas, input_context=input_context)
-
-        def split(features, labels):
-            def parts(tensor):  # [k * b, ...] -> [k, b, ...]
-                if self.options.bidirectional:
-                    half = [replicas, per_replica // 2, *tensor.shape[1:]]
-                    forward, backward = tf.split(tensor, 2)  # [k * b / 2, ...] each
-                    return tf.concat([tf.reshape(forward, half), tf.reshape(backward, half)], 1)
-                return tf.reshape(tensor, [replicas, per_replica, *tensor.shape[1:]])
-
-            return tf.data.Dataset.from_tensor_slices(
-                (tf.nest.map_structure(parts, features), tf.nest.map_structure(parts, labels))
-            )
-
-        return streams.flat_map(split)
+        return self.dataset(corpus, per_replica, input_context=input_context, start=start)
 
     # Model ------------------------------------------------------------------------------------
 

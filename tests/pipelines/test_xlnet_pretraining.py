@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from lmpipe.datasets import WordPieceTokenizer
+from lmpipe.datasets import TextCorpus, WordPieceTokenizer
+from lmpipe.datasets.examples.stream import StreamPosition
 from lmpipe.models import XLNetConfig
 from lmpipe.pipelines import XLNetPretraining
 from lmpipe.serving import ServingProcess
@@ -106,6 +107,36 @@ def test_with_bidirectional_data_every_replica_reads_half_forward_half_backward(
                 )
     # The model treats the second half of each replica's batch as backward text.
     assert pipe.build_model(4).bi_data is True
+
+
+def assert_same_batches(found, expected):
+    assert len(found) == len(expected)
+    for (features, labels), (want_features, want_labels) in zip(found, expected, strict=True):
+        for part, want in ((features, want_features), (labels, want_labels)):
+            assert part.keys() == want.keys()
+            for name in part:  # byte for byte
+                assert part[name].numpy().tobytes() == want[name].numpy().tobytes(), name
+
+
+@pytest.mark.parametrize("reuse_len", [None, REUSE_LEN])
+def test_batches_from_a_start_continue_the_run_from_the_beginning(
+    comedies, bert_tokenizer, reuse_len
+):
+    pipe = XLNetPretraining(
+        bert_tokenizer, seq_len=SEQ_LEN, reuse_len=reuse_len, bidirectional=True, seed=2
+    )
+    scenes = TextCorpus.from_documents(list(comedies.iter_documents())[:12])
+    # What the training loop keeps and resumes from: replica 0's first position of the last
+    # step trained, one global batch on (2 replicas of 4 here).
+    context = tf.distribute.InputContext(num_input_pipelines=1, num_replicas_in_sync=2)
+    whole = list(pipe.training_batches(scenes, 4, context).take(8))  # 4 steps
+    trained = StreamPosition.of(whole[2][0]["stream_position"][0])  # step 1
+    resumed = pipe.training_batches(scenes, 4, context, start=trained.advanced(8))
+    assert_same_batches(list(resumed.take(4)), whole[4:])
+    # One replica: `StreamPosition.after(batch)` continues after `batch`.
+    whole = list(pipe.dataset(scenes, 8).take(4))
+    resumed = pipe.dataset(scenes, 8, start=StreamPosition.after(whole[1]))
+    assert_same_batches(list(resumed.take(2)), whole[2:])
 
 
 @pytest.mark.slow

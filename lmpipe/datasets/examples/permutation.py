@@ -3,7 +3,11 @@
 For a `[B, S]` batch of packed examples, `PermutationLM` chooses the tokens to predict and a
 factorization order per example, and returns what an XLNet model needs: the query-stream
 attention mask `perm_mask [B, S, S]` and the prediction lists `target_mapping [B, P, S]`,
-`target_ids [B, P]`, `target_mask [B, P]`, plus `masked_tokens [B, S]`.
+`target_ids [B, P]`, `target_mask [B, P]`, plus `masked_tokens [B, S]`. The call is two
+halves: `draw`, every random choice, compact (the targets and one random number per
+position), and `expand`, a deterministic function of those that builds the `[B, S, S]` mask
+and the prediction lists; so a caller can draw for many examples at once (the seekable
+stream's window) and expand per batch, after laying rows out (XLNet's backward rows).
 
 Targets (partial prediction, XLNet section 2.3): spans of 1..`max_span` words, the length `n`
 drawn with `p(n) ~ 1/n`, laid out along the example's words as a renewal process: each span
@@ -32,6 +36,7 @@ from lmpipe.arguments import check_number, check_positive_int
 from lmpipe.contract import MASKED_TOKENS, PERM_MASK, TARGET_IDS, TARGET_MAPPING, TARGET_MASK
 
 _SPAN_LENGTHS, _GAPS, _BUDGET, _ORDER = 0, 1, 2, 3  # the random streams
+ORDER_DRAWS = "order_draws"  # `PermutationLM.draw`'s random numbers of the order
 # Mean cycles (span plus gap) laid out before the first word, so that the first words are
 # targets as often as the others.
 _BURN_IN_CYCLES = 8
@@ -57,7 +62,7 @@ def _uniform_ints(shape, seed, stream, maxval, dtype=tf.int32):
 @tf.function(jit_compile=True)
 def _query_stream_mask(draw, is_target, real, bits, block_size, reuse_len):
     """`perm_mask` float32 `[B, S, S]` from the order's random numbers `draw` (int64 `[B, S]`,
-    31 bits), as `PermutationLM._perm_mask` describes. An XLA function: the keys, the
+    31 bits), as `PermutationLM._order` describes. An XLA function: the keys, the
     comparison and the cast over `[B, S, S]` are one loop there, where TensorFlow makes a tensor
     per op (on 64 x 128 batches, about half the time). Integer work only: the same bytes."""
     position = tf.range(tf.shape(draw)[1], dtype=tf.int64)[None, :]  # [1, S]
@@ -237,10 +242,39 @@ class PermutationLM:
         self._position_bits = max(int(seq_len - 1).bit_length(), 1)
 
     def __call__(self, token_ids, padding_mask, seed, backward=None):
+        drawn = self.draw(token_ids, padding_mask, seed, backward)
+        return self.expand(token_ids, padding_mask, drawn)
+
+    def draw(self, token_ids, padding_mask, seed, backward=None):
+        """Only the random part of a call: `{"masked_tokens": int32 [B, S], "order_draws":
+        int32 [B, S]}`, the targets and the order's random numbers (31 bits, one per position).
+
+        `expand` turns them into the call's outputs, also after the rows have been rearranged
+        (a row's positions permuted: `tf.gather` both with the same indices, as reading an
+        example backward does). `expand(token_ids, padding_mask, draw(...))` is the call.
+        Arguments as the call's.
+        """
         token_ids, real, seed, backward = self._check_call(token_ids, padding_mask, seed, backward)
         maskable = real & tf.logical_not(self._is_special(token_ids))  # [B, S]
         is_target = self._select_targets(token_ids, maskable, seed, backward)  # [B, S] bool
-        perm_mask = self._perm_mask(is_target, real, seed)
+        return {
+            MASKED_TOKENS: tf.cast(is_target, tf.int32),
+            ORDER_DRAWS: self._order(is_target, seed),
+        }
+
+    def expand(self, token_ids, padding_mask, drawn):
+        """The call's outputs from `draw`'s (a dense, deterministic function of them)."""
+        token_ids = tf.ensure_shape(tf.cast(token_ids, tf.int32), [None, self.seq_len])
+        real = tf.cast(padding_mask, tf.bool)
+        is_target = tf.cast(drawn[MASKED_TOKENS], tf.bool)
+        perm_mask = _query_stream_mask(
+            tf.cast(drawn[ORDER_DRAWS], tf.int64),
+            is_target,
+            real,
+            self._position_bits,
+            self.perm_size or self.seq_len,
+            self.reuse_len,
+        )
         return {PERM_MASK: perm_mask, **self._prediction_lists(token_ids, is_target)}
 
     # Targets ----------------------------------------------------------------------------------
@@ -333,19 +367,16 @@ class PermutationLM:
 
     # Order ------------------------------------------------------------------------------------
 
-    def _perm_mask(self, is_target, real, seed):
-        """The query-stream mask [B, S, S] from a sampled factorization order."""
-        batch_size = tf.shape(is_target)[0]
-        seq_len = self.seq_len
-        # One int64 key per position, smaller = earlier in the order. From the high bits:
-        # the part (memory first), target or not (all non-targets of a part are equal: they
-        # form the context), then for targets the block, a random 31-bit number and the
-        # position, which makes the keys distinct and orders each block at random (ties of
-        # the random numbers, probability ~S^2 / 2^32 per block, fall back to position).
-        draw = _uniform_ints([batch_size, seq_len], seed, _ORDER, tf.int32.max, tf.int64)
-        return _query_stream_mask(
-            draw, is_target, real, self._position_bits, self.perm_size or seq_len, self.reuse_len
-        )
+    def _order(self, is_target, seed):
+        """The factorization order's random numbers, int32 `[B, S]` (31 bits).
+
+        `_query_stream_mask` makes one int64 key per position of them, smaller = earlier in
+        the order. From the high bits: the part (memory first), target or not (all
+        non-targets of a part are equal: they form the context), then for targets the block,
+        the random number and the position, which makes the keys distinct and orders each
+        block at random (ties of the random numbers, probability ~S^2 / 2^32 per block, fall
+        back to position)."""
+        return _uniform_ints(tf.shape(is_target), seed, _ORDER, tf.int32.max)
 
     # Outputs ----------------------------------------------------------------------------------
 

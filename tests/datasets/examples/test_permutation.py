@@ -355,3 +355,43 @@ def test_special_ids_in_runs_or_scattered_are_never_targets(special_ids):
     special = np.isin(token_ids, special_ids)
     assert not (targets & special).any()
     assert targets[~special].mean() > 0.2  # about 1 in 2 of the others (mask_alpha=2)
+
+
+def test_draw_then_expand_is_the_call_and_rows_can_be_laid_out_between(bert_tokenizer, packed):
+    plm = make_plm(bert_tokenizer, perm_size=16)
+    token_ids, padding_mask = (tf.constant(x[:BATCH]) for x in packed)
+    seed = tf.constant([4, 2], tf.int64)
+    called = plm(token_ids, padding_mask, seed)
+    drawn = plm.draw(token_ids, padding_mask, seed)
+    assert {k: (v.dtype, v.shape) for k, v in drawn.items()} == {
+        "masked_tokens": (tf.int32, (BATCH, SEQ_LEN)),
+        "order_draws": (tf.int32, (BATCH, SEQ_LEN)),
+    }
+    expanded = plm.expand(token_ids, padding_mask, drawn)
+    assert called.keys() == expanded.keys()
+    for name in called:  # byte for byte
+        assert called[name].numpy().tobytes() == expanded[name].numpy().tobytes(), name
+    # Rows rearranged between the halves (each row reversed): the targets follow their tokens
+    # and the order stays a permutation of them.
+    reverse = tf.reverse(tf.range(SEQ_LEN), [0])
+    moved = {name: tf.gather(value, reverse, axis=1) for name, value in drawn.items()}
+    out = plm.expand(tf.gather(token_ids, reverse, axis=1), padding_mask[:, ::-1], moved)
+    np.testing.assert_array_equal(out["masked_tokens"], called["masked_tokens"].numpy()[:, ::-1])
+    np.testing.assert_array_equal(
+        np.sort(out["target_ids"], axis=1), np.sort(called["target_ids"], axis=1)
+    )
+    q, target = out["perm_mask"].numpy().astype(bool), out["masked_tokens"].numpy().astype(bool)
+    rows, positions = np.nonzero(target)
+    assert not q[rows, positions, positions].any()
+    # Targets see each other in a strict order: of two targets, exactly one sees the other.
+    both = target[:, :, None] & target[:, None, :] & ~np.eye(SEQ_LEN, dtype=bool)
+    np.testing.assert_array_equal((q | q.transpose(0, 2, 1))[both], True)
+    assert not (q & q.transpose(0, 2, 1))[both].any()
+
+
+def test_a_window_without_examples_draws_nothing(bert_tokenizer):
+    plm = make_plm(bert_tokenizer)
+    empty = tf.zeros([0, SEQ_LEN], tf.int32)
+    drawn = plm.draw(empty, empty, tf.constant([1, 2], tf.int64))
+    assert drawn["masked_tokens"].shape == (0, SEQ_LEN)
+    assert plm.expand(empty, empty, drawn)["perm_mask"].shape == (0, SEQ_LEN, SEQ_LEN)

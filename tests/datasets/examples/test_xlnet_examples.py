@@ -1,5 +1,6 @@
-"""Tests of xlnet_examples: XLNet's layout, memory streams, determinism and sharding, on real
-text (Shakespeare's comedies with the bert-base-uncased WordPiece vocabulary)."""
+"""Tests of xlnet_examples: XLNet's layout, memory streams, the seekable stream's contract
+(positions, starts, replicas) and determinism, on real text (Shakespeare's comedies with the
+bert-base-uncased WordPiece vocabulary)."""
 
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 from lmpipe.datasets.corpora.corpus import TextCorpus
+from lmpipe.datasets.examples.stream import StreamPosition
 from lmpipe.datasets.examples.xlnet_examples import xlnet_examples
 
 SEQ_LEN, BATCH, PREDICTIONS = 48, 8, 10
@@ -44,13 +46,19 @@ def batches(corpus, tokenizer, count=None, **kwargs):
         seed=3,
         max_predictions=PREDICTIONS,
         epochs=1,
-        shuffle_buffer=32,
     )
     options.update(kwargs)
     dataset = xlnet_examples(corpus, tokenizer, **options)
     if count is not None:
         dataset = dataset.take(count)
     return list(dataset.as_numpy_iterator())
+
+
+def b_follows_a(a, b, document):
+    """Whether `b` occurs in `document` (a string of `as_text` ids) after an occurrence of `a`
+    (a one-token B may also occur before A)."""
+    found = document.find(as_text(a))
+    return found >= 0 and as_text(b) in document[found + len(as_text(a)) - 1 :]
 
 
 def segments(tokenizer, token_ids, segment_ids, padding_mask):
@@ -78,6 +86,7 @@ def test_batches_follow_the_xlnet_contract(bert_tokenizer, few, document_tokens)
         "perm_mask": (np.float32, (BATCH, SEQ_LEN, SEQ_LEN)),
         "target_mapping": (np.float32, (BATCH, PREDICTIONS, SEQ_LEN)),
         "masked_tokens": (np.int32, (BATCH, SEQ_LEN)),
+        "stream_position": (np.int64, (BATCH, 3)),
     }
     assert {k: (v.dtype, v.shape) for k, v in features.items()} == expected
     assert {k: (v.dtype, v.shape) for k, v in labels.items()} == {
@@ -94,9 +103,7 @@ def test_batches_follow_the_xlnet_contract(bert_tokenizer, few, document_tokens)
             )
             # A and B are pieces of one document, B after A (truncation may cut a few
             # tokens between them).
-            assert any(
-                as_text(a) in d and d.find(as_text(a)) < d.find(as_text(b)) for d in document_tokens
-            )
+            assert any(b_follows_a(a, b, d) for d in document_tokens)
         # The targets are real, non-special tokens, listed in target_ids.
         mapped = np.einsum("bps,bs->bp", features["target_mapping"], features["token_ids"])
         np.testing.assert_array_equal(mapped, labels["target_ids"])
@@ -116,9 +123,7 @@ def test_backward_rows_read_the_pair_reversed(bert_tokenizer, few, document_toke
             )
             if row >= BATCH // 2:  # read backward: B is A reversed, A is B reversed
                 a, b = b[::-1], a[::-1]
-            assert any(
-                as_text(a) in d and d.find(as_text(a)) < d.find(as_text(b)) for d in document_tokens
-            )
+            assert any(b_follows_a(a, b, d) for d in document_tokens)
 
 
 @pytest.fixture(scope="module")
@@ -257,26 +262,6 @@ def test_same_seed_gives_identical_batches_in_another_process(tmp_path):
     assert child.stdout.split() == namespace["digests"]()
 
 
-@pytest.mark.parametrize("reuse_len", [None, 12])
-def test_input_pipelines_read_disjoint_shards(bert_tokenizer, few, document_tokens, reuse_len):
-    shards = {0: document_tokens[0::2], 1: document_tokens[1::2]}
-    for pipeline in (0, 1):
-        context = tf.distribute.InputContext(
-            num_input_pipelines=2, input_pipeline_id=pipeline, num_replicas_in_sync=2
-        )
-        data = batches(few, bert_tokenizer, count=3, reuse_len=reuse_len, input_context=context)
-        special = [bert_tokenizer.sep_id, bert_tokenizer.cls_id, bert_tokenizer.pad_id]
-        found = 0
-        for features, _ in data:
-            for row in features["token_ids"]:
-                # Text long enough to be unique: the last 10 tokens of B. (With memory, a
-                # row may span two documents of the stream.)
-                piece = as_text(row[~np.isin(row, special)][-10:])
-                found += any(piece in d for d in shards[pipeline])
-                assert not any(piece in d for d in shards[1 - pipeline])
-        assert found >= 0.75 * len(data) * BATCH
-
-
 def test_missing_special_tokens_are_named(few):
     tokenizer = types.SimpleNamespace(
         pad_id=0, sep_id=3, cls_id=None, mask_id=None, special_token_ids=[0, 3]
@@ -298,6 +283,14 @@ def test_missing_special_tokens_are_named(few):
         (dict(seq_len=20, reuse_len=16), r"`reuse_len` must be in \[1, seq_len - 5 = 15\]"),
         (dict(mask_alpha=1.5), "`mask_alpha` must be a finite number >= 2"),
         (dict(seed=1.5), "`seed` must be an int"),
+        (dict(window_size=0), "`window_size` must be a positive integer"),
+        (dict(start=(0, 0, 8)), "`start` must be a StreamPosition or None"),
+        (
+            dict(reuse_len=12, start=StreamPosition(0, 0, 12)),
+            r"not where a batch of XLNet's memory streams starts.*multiples of the global "
+            r"batch \(8 rows\)",
+        ),
+        (dict(reuse_len=12, start=StreamPosition(1, 2, 0)), "batches start at window 0"),
     ],
 )
 def test_bad_arguments_are_named(bert_tokenizer, few, kwargs, message):
@@ -314,17 +307,170 @@ def test_corpus_too_short_for_the_memory_streams_is_reported(bert_tokenizer):
     )
     with pytest.raises(tf.errors.InvalidArgumentError, match="too short for one XLNet batch"):
         next(iter(data))
-    # An input pipeline whose shard is empty (more pipelines than documents) says so too.
-    context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=1)
-    data = xlnet_examples(
-        tiny,
-        bert_tokenizer,
-        seq_len=32,
-        batch_size=4,
-        seed=0,
-        max_predictions=4,
-        reuse_len=8,
-        input_context=context,
-    )
-    with pytest.raises(tf.errors.InvalidArgumentError, match="too short for one XLNet batch"):
-        next(iter(data))
+
+
+# The seekable stream ---------------------------------------------------------------------------
+
+WINDOW = 3  # documents per window: the 8 scenes make 3 windows an epoch
+STREAM_SETTINGS = dict(batch_size=4, window_size=WINDOW, epochs=2, perm_size=8)
+
+
+def example_rows(data):
+    """Every example of `batches(...)`'s batches, in order, as `{name: array}` (features and
+    labels together)."""
+    rows = []
+    for features, labels in data:
+        merged = {**features, **labels}
+        for row in range(len(merged["token_ids"])):
+            rows.append({name: value[row] for name, value in merged.items()})
+    return rows
+
+
+def assert_same_examples(found, expected):
+    assert len(found) == len(expected)
+    for index, (one, other) in enumerate(zip(found, expected, strict=True)):
+        assert one.keys() == other.keys()
+        for name in one:  # byte for byte
+            assert one[name].tobytes() == other[name].tobytes(), (index, name)
+
+
+@pytest.fixture(scope="module")
+def two_epochs(bert_tokenizer, few):
+    """Every example of two epochs of `few`, from the beginning."""
+    return example_rows(batches(few, bert_tokenizer, **STREAM_SETTINGS))
+
+
+def test_examples_are_addressed_by_epoch_window_and_offset(two_epochs):
+    positions = [tuple(row["stream_position"].tolist()) for row in two_epochs]
+    # Windows in order, epoch after epoch, each window's examples at offsets 0, 1, 2, ...
+    assert positions == sorted(positions)
+    assert {epoch for epoch, _, _ in positions} == {0, 1}
+    assert {window for _, window, _ in positions} == {0, 1, 2}
+    for previous, position in zip(positions, positions[1:], strict=False):
+        if position[:2] == previous[:2]:
+            assert position[2] == previous[2] + 1
+        else:
+            assert position[2] == 0
+
+
+@pytest.mark.slow
+def test_the_example_at_a_position_is_the_same_from_any_start(bert_tokenizer, few, two_epochs):
+    positions = [tuple(row["stream_position"].tolist()) for row in two_epochs]
+    epoch_end = max(i for i, p in enumerate(positions) if p[0] == 0)
+    window_end = max(i for i, p in enumerate(positions) if p[:2] == (0, 0))
+    starts = [
+        5,  # in the middle of the first window
+        window_end + 3,  # in the middle of the second
+        epoch_end - 2,  # two examples before the end of epoch 0: the batches cross it
+        epoch_end + 1,  # the first example of epoch 1
+    ]
+    cases = [(StreamPosition(*positions[index]), index) for index in starts]
+    # An offset past a window's last example goes on into the windows after it.
+    cases.append((StreamPosition(0, 0, window_end + 3), window_end + 3))
+    for position, index in cases:
+        resumed = batches(few, bert_tokenizer, count=3, start=position, **STREAM_SETTINGS)
+        assert_same_examples(example_rows(resumed), two_epochs[index : index + 12])
+
+
+@pytest.mark.parametrize(
+    "options",
+    [dict(bidirectional=True), dict(reuse_len=24), dict(reuse_len=24, bidirectional=True)],
+    ids=["bidirectional", "memory", "memory-bidirectional"],
+)
+def test_batches_after_a_batch_equal_the_run_from_the_beginning(bert_tokenizer, few, options):
+    settings = dict(batch_size=4, window_size=WINDOW, epochs=2, **options)
+    if "reuse_len" in options:  # 4 scenes: fewer batches of streams to build
+        few = TextCorpus.from_documents(list(few.iter_documents())[:4])
+    whole = batches(few, bert_tokenizer, **settings)
+    assert len(whole) > 8
+    # Mid-epoch, the last batch of epoch 0 (with memory its position runs past the epoch's
+    # last batch, into epoch 1), and the first of epoch 1.
+    epoch_of = [int(features["stream_position"][0, 0]) for features, _ in whole]
+    last = epoch_of.index(1) - 1
+    for k in (2, last - 1, last):
+        start = StreamPosition.after(whole[k])
+        resumed = batches(few, bert_tokenizer, count=3, start=start, **settings)
+        assert_same_examples(example_rows(resumed), example_rows(whole[k + 1 : k + 4]))
+    if "reuse_len" in options:
+        # The streams restart at the epoch: the first batch of epoch 1 is its batch 0.
+        np.testing.assert_array_equal(whole[last + 1][0]["stream_start"], 1)
+        np.testing.assert_array_equal(
+            whole[last + 1][0]["stream_position"][:, 1:], [[0, r] for r in range(4)]
+        )
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, dict(bidirectional=True), dict(reuse_len=12), dict(reuse_len=12, bidirectional=True)],
+    ids=["plain", "bidirectional", "memory", "memory-bidirectional"],
+)
+def test_a_global_batch_is_the_same_for_one_and_two_input_pipelines(bert_tokenizer, few, options):
+    per_replica, steps = 4, 3
+    one = batches(few, bert_tokenizer, count=steps, batch_size=2 * per_replica, **options)
+    pipelines = []
+    for pipeline in (0, 1):
+        context = tf.distribute.InputContext(
+            num_input_pipelines=2, input_pipeline_id=pipeline, num_replicas_in_sync=2
+        )
+        pipelines.append(
+            batches(
+                few,
+                bert_tokenizer,
+                count=steps,
+                batch_size=per_replica,
+                input_context=context,
+                **options,
+            )
+        )
+    for step in range(steps):
+        parts = [example_rows([pipelines[pipeline][step]]) for pipeline in (0, 1)]
+        if options.get("bidirectional"):
+            # Each replica: its share of the forward half, then the same of the backward one.
+            half = per_replica // 2
+            merged = [*parts[0][:half], *parts[1][:half], *parts[0][half:], *parts[1][half:]]
+        else:
+            merged = [*parts[0], *parts[1]]
+        assert_same_examples(merged, example_rows([one[step]]))
+
+
+def test_same_seed_same_batches_other_seed_or_epoch_other_draws(bert_tokenizer, few, long_scene):
+    first = batches(few, bert_tokenizer, count=2, seed=3)
+    again = batches(few, bert_tokenizer, count=2, seed=3)
+    other = batches(few, bert_tokenizer, count=2, seed=4)
+    assert_same_examples(example_rows(again), example_rows(first))
+    for name in ("token_ids", "masked_tokens", "perm_mask"):
+        assert not np.array_equal(other[0][0][name], first[0][0][name]), name
+    # One document read twice: each epoch cuts other chunks and draws other targets.
+    data = example_rows(batches(long_scene, bert_tokenizer, batch_size=2, epochs=2))
+    epochs = [[row for row in data if row["stream_position"][0] == e] for e in (0, 1)]
+    count = min(len(epochs[0]), len(epochs[1]))
+    assert count >= 4
+    for name in ("token_ids", "masked_tokens", "perm_mask"):
+        assert not all(
+            np.array_equal(a[name], b[name])
+            for a, b in zip(epochs[0][:count], epochs[1][:count], strict=True)
+        ), name
+
+
+def test_targets_keep_their_rate_and_invariants_over_the_stream(bert_tokenizer, few):
+    # One word in K = 4 is a target; max_predictions high enough not to cut any row.
+    data = batches(few, bert_tokenizer, mask_alpha=4, max_predictions=40, bidirectional=True)
+    special = bert_tokenizer.special_token_ids
+    targets = words = 0
+    for features, labels in data:
+        ids, target = features["token_ids"], features["masked_tokens"].astype(bool)
+        real = features["padding_mask"].astype(bool) & ~np.isin(ids, special)
+        assert not (target & ~real).any(), "only real, non-special tokens are targets"
+        starts = real & ~bert_tokenizer.continuation_mask[ids]
+        words += starts.sum()
+        targets += (target & starts).sum()
+        q = features["perm_mask"].astype(bool)
+        rows, positions = np.nonzero(target)
+        assert not q[rows, positions, positions].any(), "a target never sees itself"
+        # Non-targets see no target; the targets listed are the masked positions' tokens.
+        assert not (q & (~target[:, :, None] & target[:, None, :])).any()
+        mapped = np.einsum("bps,bs->bp", features["target_mapping"], ids)
+        np.testing.assert_array_equal(mapped, labels["target_ids"])
+        np.testing.assert_array_equal(labels["target_mask"].sum(1), target.sum(1))
+    assert words > 2000
+    assert 0.22 < targets / words < 0.28  # 1 / K, on whole words (backward rows included)
