@@ -11,7 +11,7 @@ from lmpipe.interop.hf.checkpoint import checkpoint_model_type
 from lmpipe.interop.hf.gpt2 import gpt2_config_from_hf, load_gpt2_weights
 from lmpipe.models.gpt import GptCausalLM, GptConfig, gpt
 from lmpipe.models.samplers import generate, sampler_for, traced_function
-from lmpipe.pipelines.command_line import CommandLine
+from lmpipe.pipelines.command_line import CommandLine, shared_options
 from lmpipe.pipelines.pipeline import PipelineOptions, TokenizerPipeline, perplexity
 from lmpipe.serving.text_export import export_text_function, serving_module
 
@@ -54,6 +54,13 @@ class GptPretrainingOptions(LanguageModelOptions):
             raise ValueError(
                 f"`document_attention` must be True or False, got {self.document_attention!r}."
             )
+
+
+def _gpt_options(flags):
+    options = shared_options(flags)
+    if flags.document_attention is not None:
+        options["document_attention"] = flags.document_attention
+    return options
 
 
 class LanguageModelPretraining(TokenizerPipeline):
@@ -154,6 +161,7 @@ class GptPretraining(LanguageModelPretraining):
     predictions = ("generate",)
     command_line = CommandLine(
         "gpt",
+        options=_gpt_options,
         config_class=GptConfig,
         default_preset="tiny",
         published_preset="small",
@@ -161,6 +169,7 @@ class GptPretraining(LanguageModelPretraining):
         tokenizer="bpe",
         objective="a language model of the next token",
         checkpoint_type="gpt2",
+        document_attention=True,
     )
 
     def document_ids(self):
