@@ -84,7 +84,7 @@ def document_mask(document_ids):
         document_ids: int `[B, S]`, the document of each position, 0 on padding.
 
     >>> ids = ops.convert_to_tensor([[1, 1, 2, 0]])
-    >>> ops.cast(document_mask(ids), "int32")[0].tolist()
+    >>> ops.cast(document_mask(ids), "int32").numpy()[0].tolist()
     [[1, 1, 0, 0], [1, 1, 0, 0], [0, 0, 1, 0], [1, 1, 1, 1]]
     """
     ids = ops.cast(document_ids, "int32")
