@@ -15,6 +15,10 @@ segment B really follows A; `sop_labels` 1 = A and B are in their original order
 TOKEN_IDS = "token_ids"
 SEGMENT_IDS = "segment_ids"
 PADDING_MASK = "padding_mask"
+# Causal LM (GPT): which document of the row each token belongs to, numbered from 1 within
+# the row, 0 on padding, `[B, S]`; tokens attend within their document only. Optional for the
+# model: a batch without it is one document per row.
+DOCUMENT_IDS = "document_ids"
 # BERT/ALBERT: where the masked LM predicts, `[B, P]`.
 MASK_POSITIONS = "mask_positions"
 # XLNet: `perm_mask[b, i, j] = 1` where position i's query stream may attend to j, `[B, S, S]`;
@@ -103,7 +107,9 @@ def input_specs(family, seq_len=None, num_predictions=None, target_len=None):
             DECODER_IDS: target,
             DECODER_MASK: target,
         }
-    if family in ("gpt", "elmo"):
+    if family == "gpt":
+        return {TOKEN_IDS: tokens, PADDING_MASK: tokens, DOCUMENT_IDS: tokens}
+    if family == "elmo":
         return {TOKEN_IDS: tokens, PADDING_MASK: tokens}
     specs = dict.fromkeys(ENCODER_FEATURES, tokens)
     if family in ("bert", "albert"):

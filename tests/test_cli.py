@@ -24,7 +24,21 @@ def test_options_of_another_model_are_refused_before_any_work(tmp_path):
         main(["pretrain", "gpt", "--out", str(tmp_path), "--objective", "mlm"])
     with pytest.raises(SystemExit, match="are for xlnet"):
         main(["pretrain", "elmo", "--out", str(tmp_path), "--mem-len", "8"])
+    with pytest.raises(SystemExit, match="--no-document-attention is for gpt"):
+        main(["pretrain", "elmo", "--out", str(tmp_path), "--no-document-attention"])
     assert not list(tmp_path.iterdir())
+
+
+def test_no_document_attention_turns_gpts_option_off():
+    import argparse
+
+    from lmpipe.pipelines import GptPretraining
+
+    options = GptPretraining.command_line.options
+    given = argparse.Namespace(seq_len=32, seed=1, document_attention=None)
+    assert options(given) == {"seq_len": 32, "seed": 1}
+    given.document_attention = False
+    assert options(given) == {"seq_len": 32, "seed": 1, "document_attention": False}
 
 
 VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "to", "be", "or", "not", "."]

@@ -29,6 +29,7 @@ NOT_FOR_WORD2VEC = (
     "--pretrained",
     "--preset",
     "--objective",
+    "--no-document-attention",
     "--reuse-len",
     "--mem-len",
     "--seq-len",
@@ -111,6 +112,14 @@ def add_parser(commands, common):
         default=None,
         choices=["nsp", "sop", "mlm"],
         help="default: nsp for bert, sop for albert",
+    )
+    pretrain.add_argument(
+        "--no-document-attention",
+        dest="document_attention",
+        action="store_false",
+        default=None,
+        help="gpt: let a token read the other documents packed in its row (GPT-2's "
+        "training); default: each document attends to itself only",
     )
     pretrain.add_argument(
         "--reuse-len",
@@ -253,6 +262,9 @@ def resolve_flags(arguments, argv):
         raise SystemExit(
             f"error: --objective is for {' and '.join(pairs)}; {model} is {family.objective}"
         )
+    if not family.document_attention and arguments.document_attention is not None:
+        packed = families_where(lambda declared: declared.document_attention)
+        raise SystemExit(f"error: --no-document-attention is for {' and '.join(packed)}")
     if not family.memory and (arguments.reuse_len, arguments.mem_len) != (None, None):
         memory = families_where(lambda declared: declared.memory)
         raise SystemExit(f"error: --reuse-len and --mem-len are for {' and '.join(memory)}")

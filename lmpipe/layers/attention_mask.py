@@ -1,4 +1,4 @@
-"""Building boolean attention masks: padding, causal and local-window masks, combined.
+"""Building boolean attention masks: padding, causal, local-window and document masks, combined.
 
 Polarity everywhere in lmpipe: True (or 1) means the query position *may attend* to the key
 position.
@@ -70,3 +70,23 @@ def attention_mask(
     for mask in masks[1:]:
         combined = ops.logical_and(combined, mask)
     return combined
+
+
+def document_mask(document_ids):
+    """Attention within documents: `[B, S, S]` boolean, True where query `i` and key `j`
+    belong to the same document of the row (`document_ids[b, i] == document_ids[b, j]`).
+
+    A query outside any document (id 0: padding) is not restricted, so that it keeps the keys
+    the other masks give it (its output carries no meaning, but a row of nothing but hidden
+    keys would). Combine with the causal and padding masks (`attention_mask`).
+
+    Args:
+        document_ids: int `[B, S]`, the document of each position, 0 on padding.
+
+    >>> ids = ops.convert_to_tensor([[1, 1, 2, 0]])
+    >>> ops.cast(document_mask(ids), "int32").numpy()[0].tolist()
+    [[1, 1, 0, 0], [1, 1, 0, 0], [0, 0, 1, 0], [1, 1, 1, 1]]
+    """
+    ids = ops.cast(document_ids, "int32")
+    same = ops.equal(ids[:, :, None], ids[:, None, :])  # [B, S, S]
+    return ops.logical_or(same, ops.equal(ids, 0)[:, :, None])

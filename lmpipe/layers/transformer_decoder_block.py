@@ -27,7 +27,8 @@ class TransformerDecoderBlock(keras.layers.Layer):
     shape (called with `encoder_sequence`); without one it is a decoder-only (GPT) block.
 
     Masks (1 = may attend): the self-attention is always causal, and `window` further
-    restricts each position to the `window` previous positions and itself. `decoder_padding_mask`
+    restricts each position to the `window` previous positions and itself, as
+    `decoder_attention_mask` does to the positions it allows. `decoder_padding_mask`
     hides padded decoder keys; `encoder_padding_mask` hides padded encoder positions from the
     encoder-decoder attention, so outputs never depend on the content of padded encoder
     positions. Outputs at padded decoder positions are computed but carry no meaning.
@@ -67,6 +68,8 @@ class TransformerDecoderBlock(keras.layers.Layer):
         decoder_padding_mask: 1 for real decoder tokens; `[B, T]`, or `[B, max_length]` over
             the cache positions when `self_attention_cache` is given.
         encoder_padding_mask: `[B, S]`, 1 for real encoder tokens.
+        decoder_attention_mask: `[B, T, T]`, 1 where decoder position `i` may attend to `j`,
+            on top of the causal rule (GPT's attention within a document).
         self_attention_cache: `[B, 2, max_length, heads, head_dim]`, see above.
         self_attention_cache_update_index: where the new steps go in the cache (int or scalar
             int tensor); required with `self_attention_cache`.
@@ -255,6 +258,7 @@ class TransformerDecoderBlock(keras.layers.Layer):
         encoder_sequence=None,
         decoder_padding_mask=None,
         encoder_padding_mask=None,
+        decoder_attention_mask=None,
         self_attention_cache=None,
         self_attention_cache_update_index=None,
         cross_attention_cache=None,
@@ -291,6 +295,7 @@ class TransformerDecoderBlock(keras.layers.Layer):
         attended = self.self_attention(
             x,
             padding_mask=decoder_padding_mask,
+            attention_mask=decoder_attention_mask,
             use_causal_mask=True,
             cache=self_attention_cache,
             cache_update_index=self_attention_cache_update_index,

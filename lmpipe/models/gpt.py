@@ -12,7 +12,8 @@ from lmpipe.arguments import (
     check_positive_numbers,
     check_rates,
 )
-from lmpipe.contract import NEXT_IDS, PADDING_MASK, TOKEN_IDS, WEIGHTS
+from lmpipe.contract import DOCUMENT_IDS, NEXT_IDS, PADDING_MASK, TOKEN_IDS, WEIGHTS
+from lmpipe.layers.attention_mask import attention_mask, document_mask
 from lmpipe.layers.dropout import Dropout
 from lmpipe.layers.initializers import gpt2_initializer
 from lmpipe.layers.layer_normalization import LayerNormalization
@@ -81,14 +82,59 @@ class GptConfig(Presets):
         return dataclasses.asdict(self)
 
 
-def position_ids(padding_mask):
-    """Position of each token among the real tokens of its row: `cumsum(mask) - 1`, >= 0.
+def position_ids(padding_mask, document_ids=None):
+    """Position of each token among the real tokens of its row: `cumsum(mask) - 1`, >= 0;
+    with `document_ids`, among the earlier tokens of its document (from 0 at each document's
+    start), so that a document packed after others is read at the positions it has alone.
 
     Counting real tokens rather than slots lets a left-padded prompt start at position 0, as
     the same prompt alone would (see `lmpipe.models.samplers.causal_lm`).
+
+    Args:
+        padding_mask: int `[B, S]`, 1 = real token.
+        document_ids: None, or int `[B, S]`: each token's document, 0 on padding.
+
+    >>> position_ids(ops.convert_to_tensor([[1, 1, 1, 1, 0]]),
+    ...              ops.convert_to_tensor([[1, 1, 2, 2, 0]])).numpy().tolist()
+    [[0, 1, 0, 1, 3]]
     """
     mask = ops.cast(padding_mask, "int32")
-    return ops.maximum(ops.cumsum(mask, axis=1) - 1, 0)  # [B, S]
+    counted = ops.maximum(ops.cumsum(mask, axis=1) - 1, 0)  # [B, S]
+    if document_ids is None:
+        return counted
+    # The tokens of i's document up to key i: the running count of its row of the mask, read
+    # on the diagonal (shape-free, as a functional model's graph needs).
+    same = ops.cast(document_mask(document_ids), "int32")  # [B, S, S]
+    within = ops.diagonal(ops.cumsum(same, axis=2), axis1=1, axis2=2) - 1  # [B, S]
+    return ops.where(ops.cast(document_ids, "int32") > 0, within, counted)
+
+
+def self_attention_mask(padding_mask, document_ids):
+    """What GPT's self-attention lets each position see: `[B, S, S]` boolean, True where query
+    `i` may attend to key `j`: `j <= i`, `j` a real token, and `j` in `i`'s document (a padded
+    query keeps the causal and padding rules only). The model gives its blocks the document
+    part (`document_mask`), and their attention adds the rest, as here.
+
+    Args:
+        padding_mask: int `[B, S]`, 1 = real token.
+        document_ids: int `[B, S]`: each token's document, 0 on padding (`padding_mask` for
+            one document per row).
+
+    >>> mask = self_attention_mask(ops.convert_to_tensor([[1, 1, 1, 0]]),
+    ...                            ops.convert_to_tensor([[1, 2, 2, 0]]))
+    >>> ops.cast(mask, "int32").numpy()[0].tolist()
+    [[1, 0, 0, 0], [0, 1, 0, 0], [0, 1, 1, 0], [1, 1, 1, 0]]
+    """
+    # What each block's attention combines: its padding and causal rules, and the model's
+    # document mask.
+    documents = document_mask(document_ids)  # [B, S, S]
+    return attention_mask(
+        ops.shape(padding_mask)[1],
+        ops.shape(padding_mask)[1],
+        padding_mask=padding_mask,
+        attention_mask=documents,
+        causal=True,
+    )
 
 
 @keras.saving.register_keras_serializable(package="lmpipe")
@@ -99,10 +145,15 @@ class GptCausalLM(FunctionalTrainableModel):
         h_l = TransformerDecoderBlock_l(h_{l-1})     # pre-LN, causal self-attention only
         logits = LayerNorm(h_L) W_e^T                # the head is the token embedding (tied)
 
-    Inputs: a dict of int32 `[B, S]` `token_ids` and `padding_mask` (1 = real token). Output:
-    float32 logits `[B, S, V]`; `logits[:, t]` scores the token after position `t` and
-    depends on the tokens at positions `<= t` only. Positions count the real tokens of a row
-    (`position_ids`), so padding may be on either side.
+    Inputs: a dict of int32 `[B, S]` `token_ids` and `padding_mask` (1 = real token), and
+    optionally `document_ids` (the document of each token in a row that packs several,
+    numbered from 1, 0 on padding). Output: float32 logits `[B, S, V]`; `logits[:, t]` scores
+    the token after position `t` and depends on the tokens at positions `<= t` only, and with
+    `document_ids` on those of its own document only. Positions count the real tokens of a
+    row (`position_ids`), so padding may be on either side; with `document_ids`, the tokens of
+    the document, so each document of a row is read as if it were alone. Without
+    `document_ids` a row is one document (`padding_mask` stands for them): GPT-2's reading,
+    what generation, exports and Hugging Face checkpoints see.
 
     Loss (`compute_loss`, with the labels of the causal LM contract `next_ids`, `weights`):
     the weighted mean next-token cross-entropy, over the global batch under a distribution
@@ -141,7 +192,7 @@ class GptCausalLM(FunctionalTrainableModel):
         initializer = gpt2_initializer(config.initializer_range)
         inputs = {
             name: keras.Input(shape=(None,), dtype="int32", name=name)
-            for name in (TOKEN_IDS, PADDING_MASK)
+            for name in (TOKEN_IDS, PADDING_MASK, DOCUMENT_IDS)
         }
         token_embedding = keras.layers.ReversibleEmbedding(
             config.vocabulary_size,
@@ -181,11 +232,15 @@ class GptCausalLM(FunctionalTrainableModel):
             epsilon=config.layer_norm_epsilon, name="final_layer_norm"
         )
 
-        positions = position_ids(inputs[PADDING_MASK])
+        # Causal AND same document: a token never sees another document of its row.
+        documents = document_mask(inputs[DOCUMENT_IDS])  # [B, S, S]
+        positions = position_ids(inputs[PADDING_MASK], inputs[DOCUMENT_IDS])
         x = token_embedding(inputs[TOKEN_IDS]) + position_embedding(positions)  # [B, S, H]
         x = embedding_dropout(x)
         for block in blocks:
-            x = block(x, decoder_padding_mask=inputs[PADDING_MASK])
+            x = block(
+                x, decoder_padding_mask=inputs[PADDING_MASK], decoder_attention_mask=documents
+            )
         x = final_layer_norm(x)
         logits = ops.cast(token_embedding(x, reverse=True), "float32")  # [B, S, V]
         super().__init__(inputs=inputs, outputs=logits, **kwargs)
@@ -197,6 +252,13 @@ class GptCausalLM(FunctionalTrainableModel):
         self.final_layer_norm = final_layer_norm
         self.loss_tracker = keras.metrics.Mean(name="next_token_loss")
         self.accuracy_tracker = keras.metrics.Mean(name="next_token_accuracy")
+
+    def __call__(self, inputs, *args, **kwargs):
+        if isinstance(inputs, dict) and DOCUMENT_IDS not in inputs and PADDING_MASK in inputs:
+            # One document per row: the real tokens (the same mask and positions as without
+            # documents).
+            inputs = {**inputs, DOCUMENT_IDS: inputs[PADDING_MASK]}
+        return super().__call__(inputs, *args, **kwargs)
 
     # Decoding ---------------------------------------------------------------------------------
 

@@ -30,6 +30,8 @@ class CommandLine:
         uses_mask_token: whether its examples need [CLS] and [MASK] tokens (no byte-level BPE).
         pair_objective: whether it takes a sentence-pair objective (`--objective`).
         memory: whether it takes `--reuse-len` and `--mem-len`.
+        document_attention: whether it takes `--no-document-attention` (attention within
+            each document of a packed row, on by default).
         objective: what it learns, said where `--objective` is refused.
         checkpoint_type: the Hugging Face `model_type` that `--pretrained` continues; None
             where continuing a checkpoint is not offered.
@@ -47,6 +49,7 @@ class CommandLine:
     uses_mask_token: bool = False
     pair_objective: bool = False
     memory: bool = False
+    document_attention: bool = False
     objective: str = None
     checkpoint_type: str = None
 

@@ -14,10 +14,12 @@ class ElmoPretraining(LanguageModelPretraining):
     """ELMo pretraining: a forward and a backward LSTM LM trained jointly on packed text.
 
     `dataset(corpus, batch_size)` yields the causal LM contract plus the backward LM's
-    labels: features `token_ids`, `padding_mask` int32 `[B, seq_len]`; labels `next_ids`,
-    `previous_ids` int32 and `weights`, `previous_weights` float32 `[B, seq_len]` (see
-    `lmpipe.datasets.examples.causal_lm`, `bidirectional=True`). Windows are padded at the end only,
-    as the backward LM needs.
+    labels: features `token_ids`, `padding_mask` int32 `[B, seq_len]` and `stream_position`
+    int64 `[B, 3]`; labels `next_ids`, `previous_ids` int32 and `weights`, `previous_weights`
+    float32 `[B, seq_len]` (see `lmpipe.datasets.examples.causal_lm`, `bidirectional=True`),
+    from the seekable stream (`dataset(..., start=position)`). Rows are padded at the end
+    only, as the backward LM needs. The LSTMs read across the `[SEP]`-separated documents of a
+    row, with no `document_ids`, as bilm-tf does.
 
     After `fit`, `feature_model()` gives the layer representations for downstream tasks, to
     mix with `lmpipe.layers.scalar_mix.ScalarMix`.

@@ -11,18 +11,19 @@ from lmpipe.interop.hf.checkpoint import checkpoint_model_type
 from lmpipe.interop.hf.gpt2 import gpt2_config_from_hf, load_gpt2_weights
 from lmpipe.models.gpt import GptCausalLM, GptConfig, gpt
 from lmpipe.models.samplers import generate, sampler_for, traced_function
-from lmpipe.pipelines.command_line import CommandLine
+from lmpipe.pipelines.command_line import CommandLine, shared_options
 from lmpipe.pipelines.pipeline import PipelineOptions, TokenizerPipeline, perplexity
 from lmpipe.serving.text_export import export_text_function, serving_module
 
 
 @dataclasses.dataclass(frozen=True)
 class LanguageModelOptions(PipelineOptions):
-    """The options of `GptPretraining` and `ElmoPretraining`.
+    """The options of `ElmoPretraining` (and, with `document_attention`, `GptPretraining`).
 
     Attributes:
         seq_len: tokens per training example.
-        group_size: documents joined into one token stream before cutting windows.
+        group_size: documents joined into one token stream before cutting rows: the window
+            of the seekable stream (see `lmpipe.datasets.examples.causal_lm`).
         seed: seed of the data order, the initialization and dropout.
     """
 
@@ -33,6 +34,33 @@ class LanguageModelOptions(PipelineOptions):
         super().check()
         check_causal_sequence_length(self.seq_len)
         check_positive_int("group_size", self.group_size)
+
+
+@dataclasses.dataclass(frozen=True)
+class GptPretrainingOptions(LanguageModelOptions):
+    """The options of `GptPretraining`: `LanguageModelOptions`' and
+
+    Attributes:
+        document_attention: give the batches `document_ids`, so that a token attends to the
+            tokens of its own document only, with positions from 0 at each document's start
+            (True, the default); False: read across the documents of a row, as GPT-2.
+    """
+
+    document_attention: bool = True
+
+    def check(self):
+        super().check()
+        if not isinstance(self.document_attention, bool):
+            raise ValueError(
+                f"`document_attention` must be True or False, got {self.document_attention!r}."
+            )
+
+
+def _gpt_options(flags):
+    options = shared_options(flags)
+    if flags.document_attention is not None:
+        options["document_attention"] = flags.document_attention
+    return options
 
 
 class LanguageModelPretraining(TokenizerPipeline):
@@ -48,26 +76,26 @@ class LanguageModelPretraining(TokenizerPipeline):
 
     # Data -------------------------------------------------------------------------------------
 
+    def document_ids(self):
+        """Whether the batches carry `document_ids` (GPT's attention within documents); ELMo's
+        LSTMs read across documents, as bilm-tf does."""
+        return False
+
     def dataset(
-        self,
-        corpus,
-        batch_size,
-        epochs=None,
-        input_context=None,
-        drop_remainder=True,
-        shuffle_window=1024,
+        self, corpus, batch_size, epochs=None, input_context=None, drop_remainder=True, start=None
     ):
-        """Causal LM batches from `corpus`, as `(features, labels)` (see
-        `lmpipe.datasets.examples.causal_lm.causal_lm_examples`).
+        """Causal LM batches from `corpus`, as `(features, labels)`, from the seekable stream
+        (see `lmpipe.datasets.examples.causal_lm.causal_lm_examples`).
 
         Args:
             corpus: a `TextCorpus`, or a `TokenizedCorpus` written with the same tokenizer.
             batch_size: examples per batch (per replica when given an `input_context`).
             epochs: passes over the corpus; None repeats forever, each pass in a new order.
-            input_context: a `tf.distribute.InputContext`; each input pipeline reads its
-                own shard.
+            input_context: a `tf.distribute.InputContext`; each input pipeline keeps its
+                replicas' share of every global batch.
             drop_remainder: drop the last incomplete batch (static batch shapes).
-            shuffle_window: examples shuffled together.
+            start: a `StreamPosition`: where to start (None: the beginning). The batches
+                from `StreamPosition.after(batch)` are the ones after `batch`.
         """
         check_positive_int("batch_size", batch_size)
         return causal_lm_examples(
@@ -79,14 +107,20 @@ class LanguageModelPretraining(TokenizerPipeline):
             input_context=input_context,
             epochs=epochs,
             bidirectional=self.bidirectional,
-            group_size=self.options.group_size,
-            shuffle_window=shuffle_window,
+            document_ids=self.document_ids(),
+            window_size=self.options.group_size,
+            start=start,
             drop_remainder=drop_remainder,
         )
 
+    def training_batches(self, corpus, per_replica, input_context, start=None):
+        """The endless training batches of one input pipeline, from `start` (a
+        `StreamPosition`; None: the beginning)."""
+        return self.dataset(corpus, per_replica, input_context=input_context, start=start)
+
     def steps_in_one_pass(self, corpus, batch_size):
         """Number of full batches one pass over `corpus` gives (counted by building them)."""
-        dataset = self.dataset(corpus, batch_size, epochs=1, shuffle_window=1)
+        dataset = self.dataset(corpus, batch_size, epochs=1)
         return int(dataset.reduce(0, lambda count, _: count + 1).numpy())
 
 
@@ -94,16 +128,22 @@ class GptPretraining(LanguageModelPretraining):
     """GPT pretraining: next-token prediction on packed windows of text, and generation.
 
     `dataset(corpus, batch_size)` yields the causal LM contract: features `token_ids`,
-    `padding_mask` int32 `[B, seq_len]`; labels `next_ids` int32 and `weights` float32
-    `[B, seq_len]`. Documents end with `[SEP]` (see `lmpipe.datasets.examples.causal_lm`), so
-    prompts are read after a `[SEP]` and generation stops at `[SEP]`.
+    `padding_mask`, `document_ids` int32 `[B, seq_len]` and `stream_position` int64 `[B, 3]`;
+    labels `next_ids` int32 and `weights` float32 `[B, seq_len]`. Documents are opened by
+    `[SEP]` (see `lmpipe.datasets.examples.causal_lm`), so prompts are read after a `[SEP]`
+    and generation stops at `[SEP]`. A row packs several documents; with `document_ids` (the
+    default, `document_attention=True`) a token attends to its own document only and
+    positions restart at each document, so every document is read as if alone; with
+    `document_attention=False` the batches have no `document_ids` and a token reads the
+    documents before it in the row (GPT-2's training).
 
     Args:
         tokenizer: a `WordPieceTokenizer`, `SentencePieceTokenizer` or `BytePairTokenizer`
             (GPT-2's; its `<|endoftext|>` is the separator).
         config: a `GptConfig`; defaults to `GptConfig.small()` sized to the tokenizer's
             vocabulary. Its `max_sequence_length` must hold `seq_len`.
-        **options: the fields of `LanguageModelOptions` (`seq_len`, `group_size`, `seed`).
+        **options: the fields of `GptPretrainingOptions` (`seq_len`, `group_size`, `seed`,
+            `document_attention`).
 
     Example:
 
@@ -116,10 +156,12 @@ class GptPretraining(LanguageModelPretraining):
     Reference: Radford et al., "Language Models are Unsupervised Multitask Learners", 2019.
     """
 
+    options_class = GptPretrainingOptions
     config_classes = (GptConfig,)
     predictions = ("generate",)
     command_line = CommandLine(
         "gpt",
+        options=_gpt_options,
         config_class=GptConfig,
         default_preset="tiny",
         published_preset="small",
@@ -127,7 +169,11 @@ class GptPretraining(LanguageModelPretraining):
         tokenizer="bpe",
         objective="a language model of the next token",
         checkpoint_type="gpt2",
+        document_attention=True,
     )
+
+    def document_ids(self):
+        return self.options.document_attention
 
     def default_config(self):
         # GPT-2's 1024 positions: longer sequences need a config that says so, rather than a

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from lmpipe.models.gpt import GptCausalLM, GptConfig, gpt
+from lmpipe.models.gpt import GptCausalLM, GptConfig, gpt, position_ids, self_attention_mask
 from lmpipe.models.samplers import TopKSampler, TopPSampler, generate
 from tests.fresh_process import json_from_fresh_process
 
@@ -43,6 +43,84 @@ def test_perturbing_a_token_changes_no_logit_before_it(model):
         logits = model({"token_ids": changed, "padding_mask": mask}).numpy()
         np.testing.assert_allclose(logits[:, :t], base[:, :t], atol=1e-6)
         assert np.abs(logits[:, t:] - base[:, t:]).max() > 1e-3
+
+
+SEP = 3
+
+
+def packed(*documents, length=None):
+    """A row `[SEP] doc [SEP] doc ...` padded to `length`, with its `document_ids`."""
+    ids, owners = [], []
+    for number, document in enumerate(documents, start=1):
+        ids += [SEP, *document]
+        owners += [number] * (1 + len(document))
+    padding = (length or len(ids)) - len(ids)
+    mask = [1] * len(ids) + [0] * padding
+    return ids + [0] * padding, mask, owners + [0] * padding
+
+
+def test_no_position_of_a_packed_row_attends_across_a_document_boundary(comedies, bert_tokenizer):
+    from lmpipe.datasets import TextCorpus
+    from lmpipe.datasets.examples.causal_lm import causal_lm_examples
+
+    # Real text, short documents: the first speeches of 40 scenes, several to a row.
+    scenes = [scene[:2] for scene in list(comedies.iter_documents())[:40]]
+    dataset = causal_lm_examples(
+        TextCorpus.from_documents(scenes),
+        bert_tokenizer,
+        seq_len=64,
+        batch_size=32,
+        seed=0,
+        epochs=1,
+        document_ids=True,
+    )
+    features, _ = next(iter(dataset))
+    documents = features["document_ids"].numpy()
+    padding = features["padding_mask"].numpy()
+    mask = self_attention_mask(features["padding_mask"], features["document_ids"]).numpy()
+    real = padding == 1
+    same = documents[:, :, None] == documents[:, None, :]
+    earlier = np.tril(np.ones(mask.shape[1:], bool))[None]
+    # A real query sees exactly the real keys of its document up to itself.
+    expected = same & earlier & real[:, None, :]
+    np.testing.assert_array_equal(mask[real], expected[real])
+    assert np.sum(documents.max(axis=1) > 1) >= 10  # rows that pack several documents
+    # Positions restart at each document's opening [SEP].
+    positions = position_ids(features["padding_mask"], features["document_ids"]).numpy()
+    starts = np.concatenate([np.ones_like(documents[:, :1]), np.diff(documents, axis=1)], 1)
+    np.testing.assert_array_equal(positions[real & (starts == 1)], 0)
+    np.testing.assert_array_equal(np.diff(positions, axis=1)[(real & (starts == 0))[:, 1:]], 1)
+
+
+def test_a_documents_logits_do_not_change_with_its_neighbours(model):
+    rng = np.random.default_rng(3)
+    document = rng.integers(5, VOCAB, 9).tolist()
+    rows = [
+        packed(document, length=30),
+        packed(rng.integers(5, VOCAB, 4).tolist(), document, [7, 8, 9], length=30),
+        packed(rng.integers(5, VOCAB, 11).tolist(), document, rng.integers(5, VOCAB, 7).tolist()),
+    ]
+    starts = [0, 5, 12]
+    batch = {
+        name: np.array([row[index] for row in rows], np.int32)
+        for index, name in enumerate(("token_ids", "padding_mask", "document_ids"))
+    }
+    logits = model(batch).numpy()
+    alone = logits[0, : 1 + len(document)]
+    for row, start in enumerate(starts[1:], start=1):
+        np.testing.assert_allclose(logits[row, start : start + len(alone)], alone, atol=1e-5)
+    # Without document_ids the row is one document: the neighbours before it are read.
+    across = model({"token_ids": batch["token_ids"], "padding_mask": batch["padding_mask"]})
+    seen = across.numpy()[1, starts[1] : starts[1] + len(alone)]
+    assert np.abs(seen - alone).max() > 1e-3
+
+
+def test_a_row_without_document_ids_is_one_document(model):
+    ids, mask, _ = packed([5, 6, 7], [8, 9], length=9)
+    ids, mask = np.array([ids], np.int32), np.array([mask], np.int32)
+    without = model({"token_ids": ids, "padding_mask": mask}).numpy()
+    one = model({"token_ids": ids, "padding_mask": mask, "document_ids": mask}).numpy()
+    np.testing.assert_array_equal(without, one)
 
 
 def test_output_is_float32_logits_over_the_vocabulary(model):

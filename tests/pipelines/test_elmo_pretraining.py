@@ -4,6 +4,7 @@ import keras
 import numpy as np
 import pytest
 
+from lmpipe.datasets.examples.stream import StreamPosition
 from lmpipe.layers.scalar_mix import ScalarMix
 from lmpipe.models.elmo import ElmoConfig
 from lmpipe.pipelines.elmo_pretraining import ElmoPretraining
@@ -38,6 +39,22 @@ def test_batches_carry_both_directions_targets(comedies, bert_tokenizer):
     ids, previous = features["token_ids"].numpy(), labels["previous_ids"].numpy()
     real = labels["previous_weights"].numpy()[:, 1:] == 1
     np.testing.assert_array_equal(previous[:, 1:][real], ids[:, :-1][real])
+
+    # ELMo's LSTMs read across the documents of a row, as bilm-tf does: no document_ids.
+    assert sorted(features) == ["padding_mask", "stream_position", "token_ids"]
+
+
+def test_training_batches_resume_after_a_batch_as_the_uninterrupted_run(comedies, bert_tokenizer):
+    pipe = ElmoPretraining(bert_tokenizer, seq_len=SEQ_LEN, config=tiny_config(bert_tokenizer))
+    whole = [
+        {name: value.numpy() for name, value in {**batch[0], **batch[1]}.items()}
+        for batch in pipe.training_batches(comedies, 16, None).take(6)
+    ]
+    start = StreamPosition.after({"stream_position": whole[3]["stream_position"]})
+    resumed = pipe.training_batches(comedies, 16, None, start=start).take(2)
+    for batch, expected in zip(resumed, whole[4:], strict=True):
+        for name, value in {**batch[0], **batch[1]}.items():
+            assert value.numpy().tobytes() == expected[name].tobytes(), name
 
 
 @pytest.mark.slow

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from lmpipe.datasets.examples.stream import StreamPosition
 from lmpipe.models.gpt import GptConfig
 from lmpipe.models.samplers import generate
 from lmpipe.pipelines.gpt_pretraining import GptPretraining
@@ -120,6 +121,48 @@ def test_generated_text_ends_at_the_first_sep(eos_prone, strategy):
         before = tokenizer.detokenize(tokens[None, :end], skip_special_tokens=True)
         assert text == before[0].numpy().decode("utf-8")
     assert ended >= len(prompts) // 2
+
+
+def batches_of(dataset, count):
+    return [
+        {name: value.numpy() for name, value in {**features, **labels}.items()}
+        for features, labels in dataset.take(count)
+    ]
+
+
+def test_dataset_from_after_a_batch_gives_the_batches_after_it(comedies, bert_tokenizer):
+    pipe = GptPretraining(
+        bert_tokenizer, seq_len=SEQ_LEN, config=tiny_config(bert_tokenizer), group_size=2
+    )
+    whole = batches_of(pipe.dataset(comedies, 16), 16)
+    windows = {tuple(row[:2]) for batch in whole for row in batch["stream_position"]}
+    assert len(windows) >= 3
+    for done, make in (
+        (5, lambda after: pipe.dataset(comedies, 16, start=after)),
+        (11, lambda after: pipe.training_batches(comedies, 16, None, start=after)),
+    ):
+        after = StreamPosition.after({"stream_position": whole[done - 1]["stream_position"]})
+        resumed = batches_of(make(after), 16 - done)
+        for batch, expected in zip(resumed, whole[done:], strict=True):
+            assert sorted(batch) == sorted(expected)
+            for name in batch:
+                assert batch[name].tobytes() == expected[name].tobytes(), name
+
+
+def test_document_attention_gives_document_ids_and_can_be_turned_off(comedies, bert_tokenizer):
+    config = tiny_config(bert_tokenizer)
+    on = GptPretraining(bert_tokenizer, seq_len=SEQ_LEN, config=config)
+    off = GptPretraining(bert_tokenizer, seq_len=SEQ_LEN, config=config, document_attention=False)
+    assert on.options.document_attention is True
+    (features_on, labels_on), (features_off, labels_off) = (
+        next(iter(pipe.dataset(comedies, 8))) for pipe in (on, off)
+    )
+    assert sorted(features_on) == ["document_ids", "padding_mask", "stream_position", "token_ids"]
+    assert sorted(features_off) == ["padding_mask", "stream_position", "token_ids"]
+    for name in features_off:
+        np.testing.assert_array_equal(features_on[name], features_off[name])
+    with pytest.raises(ValueError, match="document_attention"):
+        GptPretraining(bert_tokenizer, seq_len=SEQ_LEN, config=config, document_attention="no")
 
 
 def test_bad_pipeline_arguments_are_rejected_with_their_name(bert_tokenizer, comedies):

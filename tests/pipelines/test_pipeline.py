@@ -41,7 +41,12 @@ def test_one_loader_reads_the_family_and_refuses_what_it_cannot_load(tmp_path):
     assert loaded.config == pipe.config
     description = json.loads((tmp_path / PIPELINE_FILE).read_text())
     assert description["pipeline"] == "GptPretraining"
-    assert description["options"] == {"seed": 1, "seq_len": 8, "group_size": 64}
+    assert description["options"] == {
+        "seed": 1,
+        "seq_len": 8,
+        "group_size": 64,
+        "document_attention": True,
+    }
     for change, message in (
         ({"pipeline": "LlamaPretraining"}, "describes a 'LlamaPretraining' pipeline"),
         ({"options": {**description["options"], "colour": 1}}, "unknown option.*colour"),

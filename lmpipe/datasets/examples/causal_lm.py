@@ -1,46 +1,48 @@
-"""Raw documents to causal (next-token) language-model batches, online in tf.data.
+"""Raw documents to causal (next-token) language-model batches, on the seekable stream.
 
-documents -> groups of documents -> WordPiece (one call per group) -> one token stream per
-group -> fixed-length windows -> window shuffle -> batch -> `(features, labels)`.
+The stream (`lmpipe.datasets.examples.stream`) reads the corpus in windows of `window_size`
+documents; each window's documents are tokenized in one call, joined into one token stream,
+and cut into `seq_len` rows; the stream puts the rows in a keyed order and gives each its
+`stream_position`. Nothing here is random: a window's rows are a function of its documents
+alone, so the row at a position is the same whichever position the stream starts from.
 
-Document boundaries: every document is followed by `[SEP]`, and each group's stream also
-starts with one, so every document is read after a `[SEP]` and the model learns to end a
-document with `[SEP]` (GPT-2's `<|endoftext|>`). A prompt for generation should therefore
-start with `[SEP]`, and `[SEP]` is the natural end-of-text id. Windows do not reset at a
-boundary: a window may hold the end of one document and the start of the next (as GPT-2).
+Document boundaries: each document is opened by `[SEP]` and the window's stream also ends
+with one (`[SEP] doc_1 [SEP] doc_2 ... [SEP] doc_n [SEP]`), so every document is read after a
+`[SEP]` and the model learns to end a document with `[SEP]` (GPT-2's `<|endoftext|>`). A
+prompt for generation should therefore start with `[SEP]`, and `[SEP]` is the natural
+end-of-text id. Rows do not reset at a boundary: a row may hold the end of one document and
+the start of the next (as GPT-2), and with `document_ids=True` each row says which of its
+tokens belong together: `document_ids` int32 `[S]` numbers the row's documents from 1 (the
+`[SEP]` that opens a document belongs to it, the window's last `[SEP]` to its last document)
+and is 0 on padding, so that GPT can attend within a document only.
 
-Targets: window `i` of a stream `x` holds `x[i S : (i + 1) S]`; `next_ids[t]` is the token
-after position `t` in the stream, so the last position of a full window predicts the first
-token of the following window. A group's last window is padded; `weights` is 0 on padding and
-at the stream's last token, which has no next token. With `bidirectional=True` (ELMo's
-backward LM) the labels also hold `previous_ids[t]`, the token before position `t` in the
-stream, with `previous_weights` 0 on padding and at the stream's first token.
-
-Randomness: only the order: the files' (a permutation per epoch) and the windows', shuffled
-within windows of `shuffle_window` examples by `lmpipe.datasets.corpora.shuffling.window_shuffle`,
-keyed by `seed`, the input pipeline and the epoch: the same seed gives the same batches in
-any process, whatever TensorFlow's global seed, each epoch has its own order and each input
-pipeline reads its own shard.
+Targets: row `i` of a stream `x` holds `x[i S : (i + 1) S]`; `next_ids[t]` is the token after
+position `t` in the stream, so the last position of a full row predicts the first token of
+the following row, and a document's last token predicts the `[SEP]` that follows it. A
+window's last row is padded; `weights` is 0 on padding and at the stream's last token, which
+has no next token. With `bidirectional=True` (ELMo's backward LM) the labels also hold
+`previous_ids[t]`, the token before position `t` in the stream, with `previous_weights` 0 on
+padding and at the stream's first token.
 """
 
 import tensorflow as tf
 
 from lmpipe.arguments import check_number, check_positive_int, check_seed
 from lmpipe.contract import (
+    DOCUMENT_IDS,
     NEXT_IDS,
     PADDING_MASK,
     PREVIOUS_IDS,
     PREVIOUS_WEIGHTS,
+    STREAM_POSITION,
     TOKEN_IDS,
     WEIGHTS,
-    feature_names,
     label_names,
     min_seq_len,
 )
-from lmpipe.datasets.corpora.sharding import pipeline_position
-from lmpipe.datasets.corpora.shuffling import by_epoch, epoch_documents, graph_code, window_shuffle
+from lmpipe.datasets.corpora.shuffling import graph_code
+from lmpipe.datasets.examples.stream import DEFAULT_WINDOW_SIZE, stream_batches, stream_examples
 
-FEATURES = feature_names("gpt")
 LABELS = label_names("gpt")
 BACKWARD_LABELS = (PREVIOUS_IDS, PREVIOUS_WEIGHTS)
 
@@ -50,41 +52,57 @@ def check_causal_sequence_length(seq_len):
     check_number("seq_len", seq_len, minimum=min_seq_len("gpt"), integer=True)
 
 
-def token_stream(tokenizer, documents):
-    """One int32 stream `[N]` for a group of documents: `[SEP] doc_1 [SEP] doc_2 [SEP] ...`.
+def token_stream(tokenizer, documents, with_documents=False):
+    """One int32 stream `[N]` for a window of documents: `[SEP] doc_1 [SEP] doc_2 ... [SEP]`.
 
     Args:
         tokenizer: a `WordPieceTokenizer` (for its `[SEP]` id, and to tokenize strings).
         documents: `[G, (sentences)]` strings, or already tokenized `[G, (sentences),
             (tokens)]` int ids (a `TokenizedCorpus`).
+        with_documents: also return each token's document, int32 `[N]`: `i` (from 0) for
+            document `i` and the `[SEP]` that opens it, `G - 1` for the stream's last `[SEP]`.
 
     Returns:
-        int32 `[N]`.
+        int32 `[N]`, or `(stream, documents)` with `with_documents`.
     """
     tokens = documents if documents.dtype != tf.string else tokenizer.tokenize_documents(documents)
     tokens = tf.cast(tokens.merge_dims(1, 2), tf.int32)  # [G, (tokens)]
-    separators = tf.fill([tokens.nrows(), 1], tf.constant(tokenizer.sep_id, tf.int32))
-    ended = tf.concat([tokens, separators], axis=1)  # each document followed by [SEP]
-    return tf.concat([[tokenizer.sep_id], ended.flat_values], axis=0)
+    separator = tf.constant(tokenizer.sep_id, tf.int32)
+    opened = tf.concat([tf.fill([tokens.nrows(), 1], separator), tokens], axis=1)  # [SEP] doc
+    stream = tf.concat([opened.flat_values, [separator]], axis=0)
+    if not with_documents:
+        return stream
+    owners = tf.cast(opened.value_rowids(), tf.int32)
+    return stream, tf.concat([owners, [tf.cast(tokens.nrows(), tf.int32) - 1]], axis=0)
 
 
-def stream_windows(stream, seq_len, pad_id, bidirectional=False):
-    """Cut a token stream `[N]` into windows of `seq_len` with their next (and previous) ids.
+def stream_windows(stream, seq_len, pad_id, bidirectional=False, documents=None):
+    """Cut a token stream `[N]` into rows of `seq_len` with their next (and previous) ids.
+
+    Args:
+        stream: int32 `[N]`.
+        seq_len: tokens per row.
+        pad_id: the id that pads the last row.
+        bidirectional: also give `previous_ids` and `previous_weights`.
+        documents: None, or each token's document, int32 `[N]` (nondecreasing, as
+            `token_stream` gives them): adds `document_ids`.
 
     Returns:
-        A dict of `[W, seq_len]` tensors, `W = ceil((N - 1) / seq_len)` windows (each with at
+        A dict of `[W, seq_len]` tensors, `W = ceil((N - 1) / seq_len)` rows (each with at
         least one prediction): `token_ids`, `padding_mask` (int32, 1 = real token),
-        `next_ids` (int32) and `weights` (float32, 1 = a real next token), and with
-        `bidirectional` `previous_ids` and `previous_weights`.
+        `next_ids` (int32) and `weights` (float32, 1 = a real next token); with
+        `bidirectional` `previous_ids` and `previous_weights`; with `documents`
+        `document_ids` (int32, the row's documents numbered from 1, 0 on padding).
     """
     length = tf.shape(stream)[0]
     num_windows = tf.maximum((length - 1 + seq_len - 1) // seq_len, 0)
     size = num_windows * seq_len
     padded = tf.concat([stream, tf.fill([size + 1 - length], tf.constant(pad_id, tf.int32))], 0)
     positions = tf.reshape(tf.range(size), [num_windows, seq_len])  # index in the stream
+    real = tf.cast(positions < length, tf.int32)
     windows = {
         TOKEN_IDS: tf.reshape(padded[:size], [num_windows, seq_len]),
-        PADDING_MASK: tf.cast(positions < length, tf.int32),
+        PADDING_MASK: real,
         NEXT_IDS: tf.reshape(padded[1 : size + 1], [num_windows, seq_len]),
         WEIGHTS: tf.cast(positions + 1 < length, tf.float32),
     }
@@ -92,7 +110,27 @@ def stream_windows(stream, seq_len, pad_id, bidirectional=False):
         shifted = tf.concat([[pad_id], padded[:size]], axis=0)
         windows[PREVIOUS_IDS] = tf.reshape(shifted[:size], [num_windows, seq_len])
         windows[PREVIOUS_WEIGHTS] = tf.cast((positions >= 1) & (positions < length), tf.float32)
+    if documents is not None:
+        # Padding repeats the last document; the mask below zeroes it.
+        owners = tf.gather(documents, tf.minimum(positions, length - 1))  # [W, S]
+        windows[DOCUMENT_IDS] = (owners - owners[:, :1] + 1) * real
     return windows
+
+
+def causal_window_examples(tokenizer, seq_len, bidirectional=False, document_ids=False):
+    """The stream's `window_examples` of the causal LM: `(documents, key) -> {name: [W,
+    seq_len]}`, the rows of the window's token stream (see `stream_windows`). The key is not
+    used: the rows have nothing random; the stream orders them."""
+
+    def window_examples(documents, key):
+        del key
+        if document_ids:
+            stream, owners = token_stream(tokenizer, documents, with_documents=True)
+        else:
+            stream, owners = token_stream(tokenizer, documents), None
+        return stream_windows(stream, seq_len, tokenizer.pad_id, bidirectional, owners)
+
+    return window_examples
 
 
 def causal_lm_examples(
@@ -105,31 +143,37 @@ def causal_lm_examples(
     input_context=None,
     epochs=None,
     bidirectional=False,
-    group_size=64,
-    shuffle_window=1024,
+    document_ids=False,
+    window_size=DEFAULT_WINDOW_SIZE,
+    start=None,
     drop_remainder=True,
 ):
-    """A `tf.data.Dataset` of causal language-model batches `(features, labels)`.
+    """A `tf.data.Dataset` of causal language-model batches `(features, labels)`, from the
+    seekable stream.
 
-    See the module docstring for the document boundaries (`[SEP]`) and the targets.
+    See the module docstring for the document boundaries (`[SEP]`) and the targets, and
+    `lmpipe.datasets.examples.stream` for the order, the positions and several input pipelines.
 
     Args:
         corpus: a `TextCorpus`, or a `TokenizedCorpus` (already tokenized).
         tokenizer: a `WordPieceTokenizer`.
         seq_len: tokens per example (at least 2).
-        batch_size: examples per batch (per input pipeline).
-        seed: int seed of the shuffle.
-        input_context: a `tf.distribute.InputContext`: which shard to read.
+        batch_size: examples per batch (per input pipeline: its replicas' share of a step).
+        seed: int seed of the order.
+        input_context: a `tf.distribute.InputContext`: which share of each global step to keep.
         epochs: passes over the corpus; None repeats forever. Every pass has its own order.
         bidirectional: also give the backward LM's labels `previous_ids`, `previous_weights`.
-        group_size: documents tokenized together and joined into one stream; the last window
-            of each stream is padded.
-        shuffle_window: examples shuffled together (1 keeps the corpus order).
+        document_ids: also give the feature `document_ids` (each row's documents numbered
+            from 1, 0 on padding), for attention within a document.
+        window_size: documents tokenized together and joined into one stream, the stream's
+            window (the last row of each is padded).
+        start: a `StreamPosition` to start from (None: the beginning).
         drop_remainder: drop a last incomplete batch (static shapes for distribution).
 
     Returns:
         A dataset of `(features, labels)`: features `token_ids`, `padding_mask` int32
-        `[B, seq_len]`; labels `next_ids` int32 and `weights` float32 `[B, seq_len]`, plus
+        `[B, seq_len]` (and `document_ids` int32 `[B, seq_len]`), `stream_position` int64
+        `[B, 3]`; labels `next_ids` int32 and `weights` float32 `[B, seq_len]`, plus
         `previous_ids` int32 and `previous_weights` float32 with `bidirectional=True`.
 
     Example:
@@ -140,52 +184,42 @@ def causal_lm_examples(
     >>> tokenizer = WordPieceTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
     ...     "to", "be", "or", "not", "that", "is", "the", "question"])
     >>> batches = causal_lm_examples(corpus, tokenizer, seq_len=5, batch_size=3, seed=0,
-    ...     epochs=1, shuffle_window=1)
+    ...     epochs=1, document_ids=True)
     >>> features, labels = next(iter(batches))
     >>> features["token_ids"].numpy().tolist()
-    [[3, 5, 6, 7, 8], [5, 6, 3, 9, 10], [11, 12, 3, 0, 0]]
+    [[5, 6, 3, 9, 10], [11, 12, 3, 0, 0], [3, 5, 6, 7, 8]]
+    >>> features["document_ids"].numpy().tolist()
+    [[1, 1, 2, 2, 2], [1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]
     >>> labels["next_ids"].numpy().tolist()
-    [[5, 6, 7, 8, 5], [6, 3, 9, 10, 11], [12, 3, 0, 0, 0]]
-    >>> labels["weights"].numpy()[2].tolist(), features["padding_mask"].numpy()[2].tolist()
-    ([1.0, 1.0, 0.0, 0.0, 0.0], [1, 1, 1, 0, 0])
+    [[6, 3, 9, 10, 11], [12, 3, 0, 0, 0], [5, 6, 7, 8, 5]]
+    >>> features["stream_position"].numpy().tolist()  # (epoch, window, offset)
+    [[0, 0, 0], [0, 0, 1], [0, 0, 2]]
     """
     check_causal_sequence_length(seq_len)
     check_positive_int("batch_size", batch_size)
-    check_positive_int("group_size", group_size)
-    check_positive_int("shuffle_window", shuffle_window)
+    check_positive_int("window_size", window_size)
     check_seed(seed)
-    _, pipeline_id = pipeline_position(input_context)
+    check_number("epochs", epochs, minimum=1, integer=True, none=True)
     if hasattr(corpus, "check_tokenizer"):
         corpus.check_tokenizer(tokenizer)
-    pipeline_seed = tf.random.experimental.stateless_fold_in(
-        tf.constant([seed, 0], tf.int64), pipeline_id
+    examples = stream_examples(
+        corpus,
+        causal_window_examples(tokenizer, seq_len, bidirectional, document_ids),
+        seed=seed,
+        window_size=window_size,
+        start=start,
+        epochs=epochs,
     )
-    pad_id = tokenizer.pad_id
-
-    def windows(documents):
-        stream = token_stream(tokenizer, documents)
-        return tf.data.Dataset.from_tensor_slices(
-            stream_windows(stream, seq_len, pad_id, bidirectional)
-        )
-
-    documents_of_epoch = epoch_documents(corpus, input_context, seed)
-
-    def make_epoch(epoch):
-        # Files in a new order every epoch, then windows shuffled with a key per epoch.
-        documents = documents_of_epoch(epoch)
-        examples = documents.ragged_batch(group_size).flat_map(graph_code(windows))
-        epoch_seed = tf.random.experimental.stateless_fold_in(pipeline_seed, epoch)
-        return window_shuffle(examples, shuffle_window, epoch_seed)
-
-    label_names = LABELS + (BACKWARD_LABELS if bidirectional else ())
+    features = (TOKEN_IDS, PADDING_MASK) + ((DOCUMENT_IDS,) if document_ids else ())
+    labels = LABELS + (BACKWARD_LABELS if bidirectional else ())
 
     def split(example):
         return (
-            {name: example[name] for name in FEATURES},
-            {name: example[name] for name in label_names},
+            {name: example[name] for name in (*features, STREAM_POSITION)},
+            {name: example[name] for name in labels},
         )
 
-    batches = by_epoch(make_epoch, epochs).batch(batch_size, drop_remainder=drop_remainder)
+    batches = stream_batches(examples, batch_size, input_context, drop_remainder)
     return batches.map(graph_code(split), num_parallel_calls=tf.data.AUTOTUNE).prefetch(
         tf.data.AUTOTUNE
     )
