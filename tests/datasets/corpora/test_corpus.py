@@ -4,7 +4,7 @@ import re
 import pytest
 import tensorflow as tf
 
-from lmpipe.datasets import TextCorpus
+from lmpipe.datasets import TextCorpus, TokenizedCorpus
 from lmpipe.datasets.corpora import corpus as corpus_module
 from lmpipe.datasets.corpora import corpus_validation
 from lmpipe.datasets.corpora.sentences import split_sentences
@@ -344,3 +344,16 @@ def test_epoch_documents_shuffles_an_in_memory_corpus_per_epoch_from_one_dataset
     assert texts(documents(0)) == first  # ...the same for the same epoch
     unshuffled = epoch_documents(corpus, None, seed=5)
     assert texts(unshuffled(3)) == [f"document {i}." for i in range(12)]
+
+
+def test_tokenized_corpus_refuses_files_outside_its_folder(tmp_path):
+    (tmp_path / "elsewhere.tfrecord").write_bytes(b"")
+    folder = tmp_path / "tokens"
+    folder.mkdir()
+    for name in ("../elsewhere.tfrecord", str(tmp_path / "elsewhere.tfrecord")):
+        (folder / "corpus.json").write_text(json.dumps({"format_version": 1, "files": [name]}))
+        with pytest.raises(ValueError) as raised:
+            TokenizedCorpus(str(folder))
+        assert str(raised.value).startswith(
+            f"{folder / 'corpus.json'}: `files` names {name!r}, which is outside"
+        )
