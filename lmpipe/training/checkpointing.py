@@ -11,7 +11,9 @@ one, so a crash while writing leaves the previous checkpoint as the latest, inta
 Resuming survives damage to the directory: a missing or unreadable pointer file, or a latest
 checkpoint that is truncated or gone, makes the run continue from the newest checkpoint that
 reads back completely, with a warning naming what was damaged; it never starts again from step
-0 while checkpoints are there (if none reads back, the error names them). Folders left by a
+0 while checkpoints are there (if none reads back, the error names them), nor while their data
+files are there without an index or pointer file to read them by, nor from an empty pointer
+file: those directories are damaged, and the error says what to do. Folders left by a
 killed save (`ckpt-N_temp`, `.tmp-lmpipe-*`) are removed when the next run starts.
 
 Beside the checkpoints, `run.json` records the model configuration; resuming with another
@@ -44,6 +46,7 @@ RESUME_CHECK_TIMEOUT = 600
 
 logger = logging.getLogger(__name__)
 _CHECKPOINT_FILE = re.compile(rf"^{CHECKPOINT_NAME}-(\d+)\.index$")
+_DATA_FILE = re.compile(rf"^{CHECKPOINT_NAME}-(\d+)\.data-\d+-of-\d+$")
 _LEFTOVER = re.compile(rf"^({CHECKPOINT_NAME}-\d+_temp|{re.escape(TEMPORARY_PREFIX)}.*)$")
 
 
@@ -162,21 +165,34 @@ class RunCheckpoints:
 
     def _candidates(self):
         """`[(step, prefix)]` of the checkpoints on disk or named by the pointer file, newest
-        first; warns when the pointer file is missing or unreadable while checkpoints exist."""
-        steps = set()
+        first; warns when the pointer file is missing or unreadable while checkpoints exist.
+
+        Raises:
+            ValueError: when checkpoint data files are there but no index file and no pointer
+                file that reads back names a checkpoint (resuming from step 0 would overwrite
+                them), or when the pointer file is unreadable or empty and no checkpoint is
+                there.
+        """
+        steps, data_steps = set(), set()
         if tf.io.gfile.isdir(self.directory):
             for name in tf.io.gfile.listdir(self.directory):
                 match = _CHECKPOINT_FILE.match(name)
                 if match:
                     steps.add(int(match.group(1)))
+                match = _DATA_FILE.match(name)
+                if match:
+                    data_steps.add(int(match.group(1)))
         pointer = self._pointer_path()
         state = None
         if tf.io.gfile.exists(pointer):
             try:
                 state = tf.train.get_checkpoint_state(self.directory)
-            except UnicodeDecodeError:  # TensorFlow returns None for other garbage
+            except (UnicodeDecodeError, ValueError):
+                # TensorFlow raises ValueError for an empty file, returns None for other garbage
                 state = None
         if state is None:
+            if not steps and (data_steps or tf.io.gfile.exists(pointer)):
+                self._refuse_damaged(pointer, data_steps)
             if tf.io.gfile.exists(pointer):
                 logger.warning(
                     "The checkpoint pointer file %s cannot be read; it is ignored, and the "
@@ -198,10 +214,34 @@ class RunCheckpoints:
                 match = re.match(rf"^{CHECKPOINT_NAME}-(\d+)$", os.path.basename(path))
                 if match:
                     steps.add(int(match.group(1)))
+        without_index = sorted(data_steps - steps)
+        if steps and without_index and without_index[-1] > max(steps):
+            logger.warning(
+                "The checkpoint data of step %s in %s has no index file: it is skipped as damaged.",
+                ", ".join(str(step) for step in without_index),
+                self.directory,
+            )
         return [
             (step, os.path.join(self.directory, f"{CHECKPOINT_NAME}-{step}"))
             for step in sorted(steps, reverse=True)
         ]
+
+    def _refuse_damaged(self, pointer, data_steps):
+        """Raise for a directory whose checkpoints cannot be found although it holds their
+        data files or a pointer file: starting from step 0 would overwrite them."""
+        if data_steps:
+            held = ", ".join(f"{CHECKPOINT_NAME}-{step}" for step in sorted(data_steps))
+            problem = (
+                f"holds the data files of checkpoints {held} but not their .index files nor a "
+                f"readable pointer file {pointer}"
+            )
+        else:
+            problem = f"has a pointer file {pointer} that is empty or unreadable, and no checkpoint"
+        raise ValueError(
+            f"The checkpoint directory {self.directory!r} is damaged: it {problem}. Restore the "
+            "missing files from a copy, or, to train from the start, remove the checkpoint files "
+            "and the pointer file (or use another `checkpoint_dir`)."
+        )
 
     def _restore_newest_intact(self, candidates):
         """Restore the newest of `candidates` that reads back completely; return its prefix."""

@@ -146,6 +146,33 @@ def test_a_missing_or_garbage_pointer_file_resumes_from_the_newest_checkpoint(
     assert f"The checkpoint pointer file {pointer} {message}" in caplog.text
 
 
+def test_data_files_without_index_or_pointer_are_refused_not_overwritten(checkpoints):
+    for step in (4, 5, 6):
+        (checkpoints / f"ckpt-{step}.index").unlink()
+    (checkpoints / "checkpoint").unlink()
+    data = sorted(checkpoints.glob("ckpt-*.data-*"))
+    before = [path.read_bytes() for path in data]
+    with pytest.raises(ValueError) as error:
+        fit(checkpoints)
+    assert str(error.value).startswith(
+        f"The checkpoint directory {str(checkpoints)!r} is damaged: it holds the data files of "
+        f"checkpoints ckpt-4, ckpt-5, ckpt-6 but not their .index files nor a readable pointer "
+        f"file {checkpoints / 'checkpoint'}. Restore the missing files from a copy"
+    )
+    assert [path.read_bytes() for path in data] == before
+
+
+def test_an_empty_pointer_file_resumes_from_the_newest_checkpoint_or_is_an_error(checkpoints):
+    (checkpoints / "checkpoint").write_bytes(b"")
+    _, resumed = fit(checkpoints)
+    assert resumed == 6
+    for path in checkpoints.glob("ckpt-*"):
+        path.unlink()
+    (checkpoints / "checkpoint").write_bytes(b"")
+    with pytest.raises(ValueError, match="that is empty or unreadable, and no checkpoint"):
+        fit(checkpoints)
+
+
 @pytest.mark.parametrize("damage", ["truncated", "deleted"])
 def test_a_damaged_latest_checkpoint_falls_back_to_the_one_before(checkpoints, damage, caplog):
     data = checkpoints / "ckpt-6.data-00000-of-00001"
