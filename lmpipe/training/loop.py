@@ -180,7 +180,7 @@ def _resume_and_fit(
     verbose, data_service = options.verbose, options.data_service
     steps_done = 0 if checkpoint is None else checkpoint.restore()
     if keep_best is not None:
-        keep_best.load()
+        keep_best.load(steps_done if checkpoint is not None else None)
     history = History()
     history.set_model(model)
     finished = steps_done >= total_steps
