@@ -1,5 +1,6 @@
 import json
 import re
+import tracemalloc
 
 import pytest
 import tensorflow as tf
@@ -219,6 +220,29 @@ def test_a_50_megabyte_line_is_refused_when_the_corpus_is_made(tmp_path):
     with pytest.raises(ValueError, match=r"one-line.txt, line 3: 49,999,986 bytes, more than "):
         TextCorpus.from_files(str(path))
     assert corpus_module.DEFAULT_MAX_LINE_BYTES == 10 * 2**20
+
+
+def test_a_file_without_line_breaks_is_refused_in_bounded_memory(tmp_path, monkeypatch):
+    # Like a copy of /dev/zero: reading it line by line once held the whole file.
+    path = tmp_path / "zeros.txt"
+    path.write_bytes(b"First.\n" + bytes(16_000_000))
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError) as raised:
+            corpus_validation.scan_file(str(path), "bert", "text", "strict", 1000)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert str(raised.value).startswith(
+        f"{path}, line 2: 16,000,000 bytes, more than max_line_bytes=1,000. In the 'bert' format"
+    )
+    assert peak < 4_000_000, peak  # the 16 MB line is measured, never held
+    # Beyond what it measures, it says "over"; a remote file is read the same way.
+    monkeypatch.setattr(corpus_validation, "MEASURED_BYTES", 2_000_000)
+    with pytest.raises(
+        ValueError, match=r"zeros.txt, line 2: over 2,\d{3},\d{3} bytes, more than "
+    ):
+        TextCorpus.from_files(f"file://{path}", max_line_bytes=1000, manifest=False)
 
 
 @pytest.mark.parametrize(
