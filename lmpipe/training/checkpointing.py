@@ -16,8 +16,11 @@ files are there without an index or pointer file to read them by, nor from an em
 file: those directories are damaged, and the error says what to do. Folders left by a
 killed save (`ckpt-N_temp`, `.tmp-lmpipe-*`) are removed when the next run starts.
 
-Beside the checkpoints, `run.json` records the model configuration; resuming with another
-configuration is an error that says so, not a shape mismatch deep in TensorFlow.
+Beside the checkpoints, `run.json` records the model configuration and the training
+hyperparameters (batch size, learning rate, warmup, weight decay, clipping, accumulation);
+resuming with another configuration is an error that says so, not a shape mismatch deep in
+TensorFlow, and resuming with other hyperparameters is an error naming each changed value (the
+number of epochs and steps may change: extending a run is legitimate).
 
 Under a multi-worker strategy every worker reads the same directory (it must be on storage all
 of them share) and they check, before training, that they resume from the same step.
@@ -37,6 +40,7 @@ import tensorflow as tf
 from lmpipe.training.distribution import gather_from_replicas, is_chief
 
 RUN_FILE = "run.json"
+HYPERPARAMETERS = "training"  # run.json's key for the training hyperparameters
 POINTER_FILE = "checkpoint"  # the name `tf.train.CheckpointManager` gives it
 CHECKPOINT_NAME = "ckpt"  # checkpoints are `ckpt-<step>.index` and `ckpt-<step>.data-*`
 TEMPORARY_PREFIX = ".tmp-lmpipe-"
@@ -84,10 +88,21 @@ class RunCheckpoints:
         optional: `{name: trackable}` saved like `tracked`, which a checkpoint written by an
             earlier version of the run may lack: such a checkpoint is restored without them,
             and `lacking` names them (the caller says what stands in for them).
+        hyperparameters: a JSON-serializable `{name: value}` of the training
+            hyperparameters (batch size, learning rate, ...), kept in `run.json`; a resumed
+            run must give the same ones (a run.json without them is not checked).
     """
 
     def __init__(
-        self, directory, tracked, strategy, run_config, steps, max_to_keep=3, optional=None
+        self,
+        directory,
+        tracked,
+        strategy,
+        run_config,
+        steps,
+        max_to_keep=3,
+        optional=None,
+        hyperparameters=None,
     ):
         self.directory = directory
         self.strategy = strategy
@@ -98,6 +113,7 @@ class RunCheckpoints:
         # The optional names the restored checkpoint did not hold.
         self.lacking = ()
         self.run_config = run_config
+        self.hyperparameters = hyperparameters
         self.max_to_keep = max_to_keep
         self._steps = steps
         self._write_directory = (
@@ -303,7 +319,10 @@ class RunCheckpoints:
         return os.path.join(self.directory, RUN_FILE)
 
     def _write_run_config(self):
-        write_json_atomically(self._run_path(), self.run_config)
+        record = dict(self.run_config)
+        if self.hyperparameters is not None:
+            record[HYPERPARAMETERS] = self.hyperparameters
+        write_json_atomically(self._run_path(), record)
 
     def _check_run_config(self):
         run_path = self._run_path()
@@ -321,6 +340,7 @@ class RunCheckpoints:
             ) from None
         if not isinstance(saved, dict):
             raise ValueError(f"{run_path} must hold a JSON object, got {text[:80]!r}.")
+        saved_hyperparameters = saved.pop(HYPERPARAMETERS, None)
         # Compared as JSON reads it back: tuples are lists there.
         current = json.loads(json.dumps(self.run_config))
         if saved != current:
@@ -331,6 +351,23 @@ class RunCheckpoints:
                 f"The checkpoints in {self.directory!r} are of another model configuration "
                 f"(differs in: {', '.join(differences)}, see {run_path}); use another "
                 "`checkpoint_dir` or the configuration that wrote them."
+            )
+        if saved_hyperparameters is not None and self.hyperparameters is not None:
+            self._check_hyperparameters(saved_hyperparameters, run_path)
+
+    def _check_hyperparameters(self, saved, run_path):
+        current = json.loads(json.dumps(self.hyperparameters))
+        changed = [
+            f"{name} {saved.get(name)!r} -> {current.get(name)!r}"
+            for name in sorted(set(saved) | set(current))
+            if saved.get(name) != current.get(name)
+        ]
+        if changed:
+            raise ValueError(
+                f"The run in {self.directory!r} was started with other training "
+                f"hyperparameters (see {run_path}): {', '.join(changed)}. A run resumes with "
+                "the ones it started with (only epochs and steps_per_epoch may change): pass "
+                "those, or start a new run in another `checkpoint_dir`."
             )
 
     def _check_workers_agree(self, steps):
@@ -365,9 +402,11 @@ class TrainingCheckpoint(RunCheckpoints):
         strategy: the distribution strategy the model was built in.
         run_config: a JSON-serializable dict describing the model; it must match on resume.
         max_to_keep: number of checkpoints kept.
+        hyperparameters: the training hyperparameters, which must match on resume (see
+            `RunCheckpoints`).
     """
 
-    def __init__(self, directory, model, strategy, run_config, max_to_keep=3):
+    def __init__(self, directory, model, strategy, run_config, max_to_keep=3, hyperparameters=None):
         self.model = model
         # The random states of dropout (Keras seed generators) are not among the model's
         # checkpointed weights; saving them too makes a resumed run draw the same dropout
@@ -390,6 +429,7 @@ class TrainingCheckpoint(RunCheckpoints):
             run_config,
             steps=lambda: int(model.optimizer.iterations.numpy()),
             max_to_keep=max_to_keep,
+            hyperparameters=hyperparameters,
         )
 
     def save(self):

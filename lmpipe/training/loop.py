@@ -49,6 +49,14 @@ def _accumulate_gradients(model, steps):
         )
 
 
+def hyperparameters(batch_size, options):
+    """The training hyperparameters a resumed run must keep: a run's course changes with any
+    of them (`warmup_steps` as given: None is the default, 10% of the steps, which extending
+    the run may move)."""
+    names = ("learning_rate", "warmup_steps", "weight_decay", "clipnorm", "accumulation_steps")
+    return {"batch_size": batch_size, **{name: getattr(options, name) for name in names}}
+
+
 def train(
     build_model,
     make_dataset,
@@ -139,7 +147,13 @@ def train(
         keep_best.chief = is_chief(strategy)
     checkpoint = None
     if options.checkpoint_dir is not None:
-        checkpoint = TrainingCheckpoint(options.checkpoint_dir, model, strategy, run_config)
+        checkpoint = TrainingCheckpoint(
+            options.checkpoint_dir,
+            model,
+            strategy,
+            run_config,
+            hyperparameters=hyperparameters(batch_size, options),
+        )
     try:
         with checkpoint_on_preemption(checkpoint, strategy) as preemption:
             history = _resume_and_fit(
