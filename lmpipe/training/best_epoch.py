@@ -156,6 +156,17 @@ class KeepBest(keras.callbacks.Callback):
 
     # Callback ---------------------------------------------------------------------------------
 
+    def on_train_begin(self, logs=None):
+        # The validation metrics are the model's (evaluated on the validation data): a
+        # monitor that is none of them is refused now, not after the first epoch's training.
+        names = [metric.name for metric in self.model.metrics]
+        if names and "compile_metrics" not in names and self.monitor[4:] not in names:
+            listed = ", ".join(f"val_{name}" for name in names)
+            raise ValueError(
+                f"`monitor`={self.monitor!r} is not among the validation metrics of this model "
+                f"({listed})."
+            )
+
     def on_epoch_end(self, epoch, logs=None):
         logs = logs or {}
         if self.monitor not in logs:

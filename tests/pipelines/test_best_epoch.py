@@ -207,3 +207,30 @@ def test_patience_without_validation_is_refused():
     pipe = TextClassifier(tokenizer, encoder, num_classes=2, seq_len=8)
     with pytest.raises(ValueError, match="`patience` .* needs `validation`"):
         pipe.fit(examples(16, 0), batch_size=8, patience=2)
+
+
+def test_a_monitor_that_is_no_metric_is_refused_before_the_first_step():
+    tokenizer = WordPieceTokenizer(VOCABULARY)
+    encoder = bert(BertConfig.tiny(vocabulary_size=len(VOCABULARY), hidden_dim=32))
+    pipe = TextClassifier(tokenizer, encoder, num_classes=2, seq_len=8)
+
+    class CountSteps(keras.callbacks.Callback):
+        steps = 0
+
+        def on_train_batch_end(self, batch, logs=None):
+            CountSteps.steps += 1
+
+    with pytest.raises(ValueError) as raised:
+        pipe.fit(
+            examples(16, 0),
+            batch_size=8,
+            validation=examples(8, 1),
+            monitor="val_nonsense",
+            callbacks=[CountSteps()],
+            verbose=0,
+        )
+    assert str(raised.value) == (
+        "`monitor`='val_nonsense' is not among the validation metrics of this model (val_loss, "
+        "val_accuracy, val_macro_f1)."
+    )
+    assert CountSteps.steps == 0
