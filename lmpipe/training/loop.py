@@ -10,7 +10,7 @@ from lmpipe.kernels import ops_only
 from lmpipe.layers.initializers import seeded
 from lmpipe.training.callbacks import History, StepScalars, StopOnNonFiniteLoss
 from lmpipe.training.checkpointing import CheckpointCallback, TrainingCheckpoint
-from lmpipe.training.data_service import from_data_service
+from lmpipe.training.data_service import WorkerWatch, from_data_service
 from lmpipe.training.distribution import (
     distributed_dataset,
     distribution_strategy,
@@ -252,7 +252,46 @@ def _resume_and_fit(
 
         return distributed_dataset(strategy, for_pipeline)
 
-    # A run resumed inside an epoch first finishes that epoch, then runs whole epochs.
+    watch = None
+    if data_service is not None:
+        # A lost worker stops the run, where the service would wait forever or go on with
+        # part of the data.
+        watch = WorkerWatch(data_service)
+        callbacks.insert(1, watch)
+    try:
+        _fit_the_rest(
+            model,
+            history,
+            dataset_from,
+            callbacks,
+            keep_best,
+            steps_done=steps_done,
+            epochs=epochs,
+            steps_per_epoch=steps_per_epoch,
+            verbose=verbose,
+        )
+    finally:
+        if watch is not None:
+            watch.stop()
+    if keep_best is not None:
+        keep_best.restore_best(model)
+    return history
+
+
+def _fit_the_rest(
+    model,
+    history,
+    dataset_from,
+    callbacks,
+    keep_best,
+    *,
+    steps_done,
+    epochs,
+    steps_per_epoch,
+    verbose,
+):
+    """Fit `model` for the steps after `steps_done`, adding to `history`: a run resumed inside
+    an epoch first finishes that epoch, then runs whole epochs."""
     first_epoch, offset = divmod(steps_done, steps_per_epoch)
     if offset:
         part = model.fit(
@@ -277,9 +316,6 @@ def _resume_and_fit(
             shuffle=False,  # the datasets shuffle themselves, deterministically
         )
         history.extend(part)
-    if keep_best is not None:
-        keep_best.restore_best(model)
-    return history
 
 
 def one_pass_steps(steps, batch_size, what="the corpus"):
