@@ -7,6 +7,32 @@ error that names it. The module imports nothing of lmpipe's, so that every floor
 
 import math
 import numbers
+import os
+
+
+def check_inside(folder, name, source, key):
+    """Raise unless the relative path `name` (read from the file `source`, under `key`) stays
+    inside `folder` once joined to it: no absolute path, no `..` leading out and, for a local
+    folder, no symbolic link leading out. Return the joined path.
+
+    A saved folder names its own files; a name that leaves it would read (and an export would
+    publish) any file of the machine.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{source}: `{key}` must be a file name, got {name!r}.")
+    folder = os.fspath(folder)
+    path = os.path.join(folder, name)
+    normalized = os.path.normpath(name.replace("\\", "/"))
+    leaves = os.path.isabs(normalized) or normalized.split("/")[0] == ".."
+    if not leaves and "://" not in folder:
+        root = os.path.realpath(folder)
+        leaves = os.path.commonpath([root, os.path.realpath(path)]) != root
+    if leaves:
+        raise ValueError(
+            f"{source}: `{key}` names {name!r}, which is outside {folder!r}; a saved folder may "
+            "only name files inside it."
+        )
+    return path
 
 
 def check_dropout(name, value):

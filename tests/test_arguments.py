@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from lmpipe.arguments import check_bool, check_choice, check_number, check_seed
+from lmpipe.arguments import check_bool, check_choice, check_inside, check_number, check_seed
 
 
 @pytest.mark.parametrize(
@@ -47,3 +47,24 @@ def test_check_choice_bool_and_seed():
     assert check_seed(-5) == -5
     with pytest.raises(ValueError, match=r"`seed` must be an integer, got seed=1.5"):
         check_seed(1.5)
+
+
+def test_check_inside_refuses_names_that_leave_the_folder(tmp_path):
+    folder = tmp_path / "saved"
+    (folder / "sub").mkdir(parents=True)
+    (tmp_path / "secret.txt").write_text("key")
+    (folder / "link.txt").symlink_to(tmp_path / "secret.txt")
+    (folder / "sub" / "inside.txt").write_text("ok")
+    assert check_inside(folder, "sub/inside.txt", "conf.json", "file") == str(
+        folder / "sub" / "inside.txt"
+    )
+    assert check_inside(folder, "sub/../sub/inside.txt", "conf.json", "file").endswith("inside.txt")
+    for name in ("../secret.txt", str(tmp_path / "secret.txt"), "link.txt", "sub/../../x"):
+        with pytest.raises(ValueError) as raised:
+            check_inside(folder, name, "conf.json", "file")
+        assert str(raised.value) == (
+            f"conf.json: `file` names {name!r}, which is outside {str(folder)!r}; a saved "
+            "folder may only name files inside it."
+        )
+    with pytest.raises(ValueError, match="`file` must be a file name, got 3"):
+        check_inside(folder, 3, "conf.json", "file")

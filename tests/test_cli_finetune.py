@@ -139,6 +139,35 @@ def test_finetune_refuses_bad_files_and_flags_before_training(
     assert not (tmp_path / "run").exists()
 
 
+def test_finetune_from_a_gpt_run_says_a_classifier_needs_an_encoder(tmp_path):
+    import keras
+
+    from lmpipe.cli.main import main
+    from lmpipe.datasets import WordPieceTokenizer
+    from lmpipe.models import GptConfig
+    from lmpipe.pipelines import GptPretraining
+
+    tokenizer = WordPieceTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"])
+    config = GptConfig.tiny(vocabulary_size=7, hidden_dim=8, num_heads=2)
+    gpt = GptPretraining(tokenizer, seq_len=8, config=config, seed=0)
+    keras.utils.set_random_seed(0)
+    gpt.model = gpt.build_model()
+    gpt.save(str(tmp_path / "gpt" / "pipeline"))
+    (tmp_path / "train.csv").write_text("text,label\n" + "a,spam\nb,ham\n" * 10)
+    command = ["finetune", "classify", "--pretrained", str(tmp_path / "gpt")]
+    command += ["--train", str(tmp_path / "train.csv"), "--out", str(tmp_path / "run")]
+    with pytest.raises(SystemExit) as raised:
+        main(command)
+    assert str(raised.value) == (
+        f"error: --pretrained {tmp_path / 'gpt'} holds a GptPretraining run: TextClassifier "
+        "fine-tunes a BERT/ALBERT-family or XLNet encoder; the pretrained pipeline is a "
+        "GptPretraining, which has none: pretrain with BertPretraining, AlbertPretraining or "
+        "XLNetPretraining (`lmpipe pretrain bert|albert|xlnet`), or start from a Hugging Face "
+        "BERT, ALBERT or XLNet folder."
+    )
+    assert not (tmp_path / "run").exists()
+
+
 def test_finetune_tokens_on_conll_files_then_predict_and_evaluate(tiny_bert, tmp_path, capsys):
     from lmpipe.cli.main import main
 

@@ -319,7 +319,14 @@ def _fine_tuning_pipeline(family, arguments, *task, **options):
     try:
         saved = runs.saved_pipeline(arguments.pretrained)
         if saved is not None:
-            pipe = family.from_pretraining(runs.load_pipeline(saved), *task, **options)
+            pretrained = runs.load_pipeline(saved)
+            try:
+                pipe = family.from_pretraining(pretrained, *task, **options)
+            except ValueError as error:
+                raise ValueError(
+                    f"--pretrained {arguments.pretrained} holds a {type(pretrained).__name__} "
+                    f"run: {error}"
+                ) from None
         else:
             pipe = family.from_pretrained(arguments.pretrained, *task, **options)
     except ValueError as error:

@@ -68,6 +68,13 @@ class FineTuningPipeline(EncoderPipeline):
         `AlbertPretraining` or `XLNetPretraining` with its tokenizer; `seq_len` defaults to the
         pipeline's. `task` and `options`: the task's own arguments (a classifier's
         `num_classes`, a tagger's `tags`, ...), as its constructor takes them."""
+        if not isinstance(pipeline, EncoderPipeline):
+            raise ValueError(
+                f"{cls.__name__} fine-tunes a BERT/ALBERT-family or XLNet encoder; the "
+                f"pretrained pipeline is a {type(pipeline).__name__}, which has none: pretrain "
+                "with BertPretraining, AlbertPretraining or XLNetPretraining (`lmpipe pretrain "
+                "bert|albert|xlnet`), or start from a Hugging Face BERT, ALBERT or XLNet folder."
+            )
         seq_len = pipeline.options.seq_len if seq_len is None else seq_len
         return cls(pipeline.tokenizer, pipeline.encoder, *task, seq_len=seq_len, **options)
 

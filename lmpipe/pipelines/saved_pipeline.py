@@ -9,6 +9,7 @@ complete new pipeline at every instant, whenever the process is killed."""
 import contextlib
 import json
 import os
+import zipfile
 
 import keras
 import tensorflow as tf
@@ -92,8 +93,45 @@ class SavedPipeline:
         return load_tokenizer(self.file(name))
 
     def keras_model(self):
-        """The trained Keras model (its classes must be registered, i.e. imported)."""
-        return keras.models.load_model(model_path(self.directory))
+        """The trained Keras model (its classes must be registered, i.e. imported).
+
+        Raises:
+            ValueError: naming `model.keras` when it is missing or damaged (Keras says "File
+                not found" for a truncated archive).
+        """
+        path = model_path(self.directory)
+        if not tf.io.gfile.exists(path):
+            raise ValueError(f"{path} is missing: the saved pipeline has no trained model.")
+        try:
+            return keras.models.load_model(path)
+        except Exception as error:
+            damage = archive_damage(path)
+            if damage is None:
+                raise
+            raise ValueError(
+                f"{path} is damaged ({damage}): it is not a complete Keras archive (a save cut "
+                "short, or a copy truncated). Save the pipeline again, or restore the file from "
+                "a copy."
+            ) from error
+
+
+def archive_damage(path):
+    """What is wrong with the zip archive at `path` (a `.keras` file), or None if every
+    member reads back with its checksum."""
+    try:
+        with _open_binary(path) as file, zipfile.ZipFile(file) as archive:
+            bad = archive.testzip()
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError, tf.errors.OpError) as error:
+        return str(error) or type(error).__name__
+    return None if bad is None else f"its member {bad} fails its checksum"
+
+
+def _open_binary(path):
+    # Python's own file for a local path: zipfile's errors on it say what is wrong (a
+    # `GFile` fails a seek first).
+    if "://" in path:
+        return tf.io.gfile.GFile(path, "rb")
+    return open(path, "rb")
 
 
 def read_description(directory):

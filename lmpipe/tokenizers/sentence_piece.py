@@ -28,7 +28,8 @@ import unicodedata
 import tensorflow as tf
 import tensorflow_text as text
 
-from lmpipe.tokenizers.tokenizer import Tokenizer, hf_tokenizer_settings
+from lmpipe.arguments import check_inside
+from lmpipe.tokenizers.tokenizer import CONFIG_FILE, Tokenizer, hf_tokenizer_settings
 from lmpipe.tokenizers.tokenizer_json import has_tokenizer_file, sentence_piece_file
 
 MODEL_FILE = "spiece.model"
@@ -177,7 +178,12 @@ class SentencePieceTokenizer(Tokenizer):
         """Read a tokenizer written by `save`: `spiece.model` and `tokenizer.json`."""
         directory = os.fspath(directory)
         config, flags = cls.saved_config(directory, ["lower_case", "keep_accents"])
-        path = os.path.join(directory, config.get("model_file", MODEL_FILE))
+        path = check_inside(
+            directory,
+            config.get("model_file", MODEL_FILE),
+            os.path.join(directory, CONFIG_FILE),
+            "model_file",
+        )
         return cls.from_model_file(path, **flags)
 
     def save(self, directory):

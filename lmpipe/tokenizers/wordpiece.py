@@ -34,8 +34,9 @@ import re
 import tensorflow as tf
 import tensorflow_text as text
 
+from lmpipe.arguments import check_inside
 from lmpipe.tokenizers.bert_words import normalize
-from lmpipe.tokenizers.tokenizer import Tokenizer, hf_tokenizer_settings
+from lmpipe.tokenizers.tokenizer import CONFIG_FILE, Tokenizer, hf_tokenizer_settings
 from lmpipe.tokenizers.tokenizer_json import has_tokenizer_file, wordpiece_file
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -194,7 +195,12 @@ class WordPieceTokenizer(Tokenizer):
         directory = os.fspath(directory)
         config, flags = cls.saved_config(directory, ["lower_case"])
         lower_case = flags["lower_case"]
-        vocabulary = os.path.join(directory, config.get("vocabulary_file", VOCABULARY_FILE))
+        vocabulary = check_inside(
+            directory,
+            config.get("vocabulary_file", VOCABULARY_FILE),
+            os.path.join(directory, CONFIG_FILE),
+            "vocabulary_file",
+        )
         return cls.from_vocab_file(vocabulary, lower_case=lower_case)
 
     def save(self, directory):

@@ -7,12 +7,16 @@ last one. With `patience`, training stops after that many epochs without a gain 
 stopping).
 
 With a checkpoint directory the state survives a restart: `<checkpoint_dir>/best/` holds the
-best weights (`model.weights.h5`) and `state.json` (the metric, its best value and epoch, the
-epochs since, and whether training stopped), each written to a temporary file and renamed, so a
-crash leaves the previous one. A run restarted after it stopped early does not train again; a
-run restarted mid-way goes on counting patience where it was. Under a multi-worker strategy
-only the chief writes (every worker computes the same validation metrics, so they all keep the
-same weights).
+best weights (`epoch-<N>.weights.h5`, N the best epoch, 1-based) and `state.json`: the metric
+and, for each of the last epochs, the training step its end is checkpointed at, the best value
+and epoch, the epochs since, and whether training stopped. Each file is written to a temporary
+file and renamed, so a crash leaves the previous one. The state is written before the epoch's
+checkpoint; a run killed between the two resumes from an earlier checkpoint and reads the
+state of that checkpoint's step (`load(steps)`), with the best weights that state names, so it
+keeps the same epoch as a run never killed. A run restarted after it stopped early does not
+train again; a run restarted mid-way goes on counting patience where it was. Under a
+multi-worker strategy only the chief writes (every worker computes the same validation
+metrics, so they all keep the same weights).
 """
 
 import json
@@ -23,7 +27,12 @@ import keras
 
 BEST_DIRECTORY = "best"
 STATE_FILE = "state.json"
-WEIGHTS_FILE = "model.weights.h5"
+# The weights file of a state.json written before the state named its step.
+LEGACY_WEIGHTS_FILE = "model.weights.h5"
+# Epochs whose state is kept: enough for any of the checkpoints a run keeps (3, at least one
+# an epoch) and the one being written.
+KEPT_EPOCHS = 4
+_STATE_FIELDS = ("best", "best_epoch", "wait", "stopped")
 # Metrics where lower is better; any other is better higher (accuracy, F1, exact match...).
 _LOWER_IS_BETTER = ("loss", "perplexity", "error")
 
@@ -70,11 +79,16 @@ class KeepBest(keras.callbacks.Callback):
         self.wait = 0
         self.stopped = False
         self._weights = None  # in-memory copy of the best weights
+        self._weights_file = None  # the best weights' file in `directory`
+        self._entries = []  # the state after each of the last epochs, as state.json keeps it
 
     # State ------------------------------------------------------------------------------------
 
-    def load(self):
-        """Read the state a previous run of the same directory left (nothing if none)."""
+    def load(self, steps=None):
+        """Read the state a previous run of the same directory left (nothing if none): that of
+        the last epoch whose end is at most `steps` training steps in (the step the run
+        resumes from; None: the last epoch's). An epoch whose state was written but whose
+        checkpoint was not is trained again, so its state is dropped."""
         if self.directory is None:
             return
         path = os.path.join(self.directory, STATE_FILE)
@@ -83,36 +97,51 @@ class KeepBest(keras.callbacks.Callback):
         try:
             with open(path, encoding="utf-8") as file:
                 state = json.load(file)
-            self.best, self.best_epoch = float(state["best"]), int(state["best_epoch"])
-            self.wait, self.stopped = int(state["wait"]), bool(state["stopped"])
             previous = state["monitor"]
-        except (OSError, ValueError, KeyError, TypeError) as error:
+            entries = state["epochs"] if "epochs" in state else [_legacy_entry(state)]
+            entries = [_read_entry(entry) for entry in entries]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
             raise ValueError(f"{path} cannot be read ({error}); delete it to start over.") from None
         if previous != self.monitor:
             raise ValueError(
                 f"{path} kept the best epoch by {previous}, this run asks for {self.monitor}: "
                 "use the same monitor to resume, or another checkpoint directory."
             )
+        if steps is not None:
+            entries = [
+                entry for entry in entries if entry["step"] is None or entry["step"] <= steps
+            ]
+        self._entries = entries
+        if entries:
+            latest = entries[-1]
+            self.best, self.best_epoch = latest["best"], latest["best_epoch"]
+            self.wait, self.stopped = latest["wait"], latest["stopped"]
+            self._weights_file = latest["weights"]
 
-    def _write_state(self):
-        state = {
-            "monitor": self.monitor,
-            "best": self.best,
-            "best_epoch": self.best_epoch,
-            "wait": self.wait,
-            "stopped": self.stopped,
-        }
+    def _write_state(self, epoch):
+        step = getattr(self.model, "optimizer", None)
+        step = None if step is None else int(step.iterations.numpy())
+        entry = {"epoch": epoch, "step": step, "weights": self._weights_file}
+        entry.update({field: getattr(self, field) for field in _STATE_FIELDS})
+        self._entries = [*self._entries, entry][-KEPT_EPOCHS:]
+        state = {"monitor": self.monitor, "epochs": self._entries}
         _write_atomically(
             os.path.join(self.directory, STATE_FILE),
             lambda path: _write_json(path, state),
         )
+        # Only after the state no longer names them: the best weights of epochs no kept
+        # state refers to.
+        kept = {entry["weights"] for entry in self._entries}
+        for name in os.listdir(self.directory):
+            if name.endswith(".weights.h5") and name not in kept:
+                os.remove(os.path.join(self.directory, name))
 
     def restore_best(self, model):
         """Put the best epoch's weights into `model` (nothing when there was no epoch)."""
         if self._weights is not None:
             model.set_weights(self._weights)
         elif self.directory is not None and self.best_epoch is not None:
-            path = os.path.join(self.directory, WEIGHTS_FILE)
+            path = os.path.join(self.directory, self._weights_file)
             if not os.path.exists(path):
                 raise ValueError(
                     f"{path} is missing: the best epoch's weights that {STATE_FILE} names are "
@@ -126,6 +155,17 @@ class KeepBest(keras.callbacks.Callback):
             print(f"Kept the weights of epoch {epoch}: {self.monitor} {self.best:.4f}")
 
     # Callback ---------------------------------------------------------------------------------
+
+    def on_train_begin(self, logs=None):
+        # The validation metrics are the model's (evaluated on the validation data): a
+        # monitor that is none of them is refused now, not after the first epoch's training.
+        names = [metric.name for metric in self.model.metrics]
+        if names and "compile_metrics" not in names and self.monitor[4:] not in names:
+            listed = ", ".join(f"val_{name}" for name in names)
+            raise ValueError(
+                f"`monitor`={self.monitor!r} is not among the validation metrics of this model "
+                f"({listed})."
+            )
 
     def on_epoch_end(self, epoch, logs=None):
         logs = logs or {}
@@ -143,8 +183,9 @@ class KeepBest(keras.callbacks.Callback):
             self.best, self.best_epoch, self.wait = value, epoch, 0
             self._weights = self.model.get_weights()
             if self.directory is not None and self.chief:
+                self._weights_file = weights_file(epoch)
                 _write_atomically(
-                    os.path.join(self.directory, WEIGHTS_FILE), self.model.save_weights
+                    os.path.join(self.directory, self._weights_file), self.model.save_weights
                 )
         else:
             self.wait += 1
@@ -158,7 +199,35 @@ class KeepBest(keras.callbacks.Callback):
                         f", epoch {self.best_epoch + 1})."
                     )
         if self.directory is not None and self.chief:
-            self._write_state()
+            self._write_state(epoch)
+
+
+def weights_file(epoch):
+    """The name of the best weights' file when `epoch` (0-based) is the best."""
+    return f"epoch-{epoch + 1}.weights.h5"
+
+
+def _legacy_entry(state):
+    """An entry of the state of a state.json that kept one epoch's state and no step."""
+    entry = {field: state[field] for field in _STATE_FIELDS}
+    return {"epoch": None, "step": None, "weights": LEGACY_WEIGHTS_FILE, **entry}
+
+
+def _read_entry(entry):
+    """One epoch's state from state.json, with the types checked (ValueError, TypeError)."""
+    step = entry["step"]
+    weights = entry["weights"]
+    if not isinstance(weights, str) or os.path.basename(weights) != weights:
+        raise ValueError(f"`weights` must be a file name in best/, got {weights!r}")
+    return {
+        "epoch": entry["epoch"],
+        "step": None if step is None else int(step),
+        "weights": weights,
+        "best": float(entry["best"]),
+        "best_epoch": int(entry["best_epoch"]),
+        "wait": int(entry["wait"]),
+        "stopped": bool(entry["stopped"]),
+    }
 
 
 def _write_json(path, value):

@@ -13,11 +13,16 @@ one, so a crash while writing leaves the previous checkpoint as the latest, inta
 Resuming survives damage to the directory: a missing or unreadable pointer file, or a latest
 checkpoint that is truncated or gone, makes the run continue from the newest checkpoint that
 reads back completely, with a warning naming what was damaged; it never starts again from step
-0 while checkpoints are there (if none reads back, the error names them). Folders left by a
+0 while checkpoints are there (if none reads back, the error names them), nor while their data
+files are there without an index or pointer file to read them by, nor from an empty pointer
+file: those directories are damaged, and the error says what to do. Folders left by a
 killed save (`ckpt-N_temp`, `.tmp-lmpipe-*`) are removed when the next run starts.
 
-Beside the checkpoints, `run.json` records the model configuration; resuming with another
-configuration is an error that says so, not a shape mismatch deep in TensorFlow.
+Beside the checkpoints, `run.json` records the model configuration and the training
+hyperparameters (batch size, learning rate, warmup, weight decay, clipping, accumulation);
+resuming with another configuration is an error that says so, not a shape mismatch deep in
+TensorFlow, and resuming with other hyperparameters is an error naming each changed value (the
+number of epochs and steps may change: extending a run is legitimate).
 
 Under a multi-worker strategy every worker reads the same directory (it must be on storage all
 of them share) and they check, before training, that they resume from the same step.
@@ -37,6 +42,7 @@ import tensorflow as tf
 from lmpipe.training.distribution import gather_from_replicas, is_chief
 
 RUN_FILE = "run.json"
+HYPERPARAMETERS = "training"  # run.json's key for the training hyperparameters
 POINTER_FILE = "checkpoint"  # the name `tf.train.CheckpointManager` gives it
 CHECKPOINT_NAME = "ckpt"  # checkpoints are `ckpt-<step>.index` and `ckpt-<step>.data-*`
 TEMPORARY_PREFIX = ".tmp-lmpipe-"
@@ -46,6 +52,7 @@ RESUME_CHECK_TIMEOUT = 600
 
 logger = logging.getLogger(__name__)
 _CHECKPOINT_FILE = re.compile(rf"^{CHECKPOINT_NAME}-(\d+)\.index$")
+_DATA_FILE = re.compile(rf"^{CHECKPOINT_NAME}-(\d+)\.data-\d+-of-\d+$")
 _LEFTOVER = re.compile(rf"^({CHECKPOINT_NAME}-\d+_temp|{re.escape(TEMPORARY_PREFIX)}.*)$")
 
 
@@ -83,10 +90,21 @@ class RunCheckpoints:
         optional: `{name: trackable}` saved like `tracked`, which a checkpoint written by an
             earlier version of the run may lack: such a checkpoint is restored without them,
             and `lacking` names them (the caller says what stands in for them).
+        hyperparameters: a JSON-serializable `{name: value}` of the training
+            hyperparameters (batch size, learning rate, ...), kept in `run.json`; a resumed
+            run must give the same ones (a run.json without them is not checked).
     """
 
     def __init__(
-        self, directory, tracked, strategy, run_config, steps, max_to_keep=3, optional=None
+        self,
+        directory,
+        tracked,
+        strategy,
+        run_config,
+        steps,
+        max_to_keep=3,
+        optional=None,
+        hyperparameters=None,
     ):
         self.directory = directory
         self.strategy = strategy
@@ -97,6 +115,7 @@ class RunCheckpoints:
         # The optional names the restored checkpoint did not hold.
         self.lacking = ()
         self.run_config = run_config
+        self.hyperparameters = hyperparameters
         self.max_to_keep = max_to_keep
         self._steps = steps
         self._write_directory = (
@@ -164,21 +183,34 @@ class RunCheckpoints:
 
     def _candidates(self):
         """`[(step, prefix)]` of the checkpoints on disk or named by the pointer file, newest
-        first; warns when the pointer file is missing or unreadable while checkpoints exist."""
-        steps = set()
+        first; warns when the pointer file is missing or unreadable while checkpoints exist.
+
+        Raises:
+            ValueError: when checkpoint data files are there but no index file and no pointer
+                file that reads back names a checkpoint (resuming from step 0 would overwrite
+                them), or when the pointer file is unreadable or empty and no checkpoint is
+                there.
+        """
+        steps, data_steps = set(), set()
         if tf.io.gfile.isdir(self.directory):
             for name in tf.io.gfile.listdir(self.directory):
                 match = _CHECKPOINT_FILE.match(name)
                 if match:
                     steps.add(int(match.group(1)))
+                match = _DATA_FILE.match(name)
+                if match:
+                    data_steps.add(int(match.group(1)))
         pointer = self._pointer_path()
         state = None
         if tf.io.gfile.exists(pointer):
             try:
                 state = tf.train.get_checkpoint_state(self.directory)
-            except UnicodeDecodeError:  # TensorFlow returns None for other garbage
+            except (UnicodeDecodeError, ValueError):
+                # TensorFlow raises ValueError for an empty file, returns None for other garbage
                 state = None
         if state is None:
+            if not steps and (data_steps or tf.io.gfile.exists(pointer)):
+                self._refuse_damaged(pointer, data_steps)
             if tf.io.gfile.exists(pointer):
                 logger.warning(
                     "The checkpoint pointer file %s cannot be read; it is ignored, and the "
@@ -200,10 +232,34 @@ class RunCheckpoints:
                 match = re.match(rf"^{CHECKPOINT_NAME}-(\d+)$", os.path.basename(path))
                 if match:
                     steps.add(int(match.group(1)))
+        without_index = sorted(data_steps - steps)
+        if steps and without_index and without_index[-1] > max(steps):
+            logger.warning(
+                "The checkpoint data of step %s in %s has no index file: it is skipped as damaged.",
+                ", ".join(str(step) for step in without_index),
+                self.directory,
+            )
         return [
             (step, os.path.join(self.directory, f"{CHECKPOINT_NAME}-{step}"))
             for step in sorted(steps, reverse=True)
         ]
+
+    def _refuse_damaged(self, pointer, data_steps):
+        """Raise for a directory whose checkpoints cannot be found although it holds their
+        data files or a pointer file: starting from step 0 would overwrite them."""
+        if data_steps:
+            held = ", ".join(f"{CHECKPOINT_NAME}-{step}" for step in sorted(data_steps))
+            problem = (
+                f"holds the data files of checkpoints {held} but not their .index files nor a "
+                f"readable pointer file {pointer}"
+            )
+        else:
+            problem = f"has a pointer file {pointer} that is empty or unreadable, and no checkpoint"
+        raise ValueError(
+            f"The checkpoint directory {self.directory!r} is damaged: it {problem}. Restore the "
+            "missing files from a copy, or, to train from the start, remove the checkpoint files "
+            "and the pointer file (or use another `checkpoint_dir`)."
+        )
 
     def _restore_newest_intact(self, candidates):
         """Restore the newest of `candidates` that reads back completely; return its prefix."""
@@ -265,7 +321,10 @@ class RunCheckpoints:
         return os.path.join(self.directory, RUN_FILE)
 
     def _write_run_config(self):
-        write_json_atomically(self._run_path(), self.run_config)
+        record = dict(self.run_config)
+        if self.hyperparameters is not None:
+            record[HYPERPARAMETERS] = self.hyperparameters
+        write_json_atomically(self._run_path(), record)
 
     def _check_run_config(self):
         run_path = self._run_path()
@@ -283,6 +342,7 @@ class RunCheckpoints:
             ) from None
         if not isinstance(saved, dict):
             raise ValueError(f"{run_path} must hold a JSON object, got {text[:80]!r}.")
+        saved_hyperparameters = saved.pop(HYPERPARAMETERS, None)
         # Compared as JSON reads it back: tuples are lists there.
         current = json.loads(json.dumps(self.run_config))
         if saved != current:
@@ -293,6 +353,23 @@ class RunCheckpoints:
                 f"The checkpoints in {self.directory!r} are of another model configuration "
                 f"(differs in: {', '.join(differences)}, see {run_path}); use another "
                 "`checkpoint_dir` or the configuration that wrote them."
+            )
+        if saved_hyperparameters is not None and self.hyperparameters is not None:
+            self._check_hyperparameters(saved_hyperparameters, run_path)
+
+    def _check_hyperparameters(self, saved, run_path):
+        current = json.loads(json.dumps(self.hyperparameters))
+        changed = [
+            f"{name} {saved.get(name)!r} -> {current.get(name)!r}"
+            for name in sorted(set(saved) | set(current))
+            if saved.get(name) != current.get(name)
+        ]
+        if changed:
+            raise ValueError(
+                f"The run in {self.directory!r} was started with other training "
+                f"hyperparameters (see {run_path}): {', '.join(changed)}. A run resumes with "
+                "the ones it started with (only epochs and steps_per_epoch may change): pass "
+                "those, or start a new run in another `checkpoint_dir`."
             )
 
     def _check_workers_agree(self, steps):
@@ -327,12 +404,23 @@ class TrainingCheckpoint(RunCheckpoints):
         strategy: the distribution strategy the model was built in.
         run_config: a JSON-serializable dict describing the model; it must match on resume.
         max_to_keep: number of checkpoints kept.
+        hyperparameters: the training hyperparameters, which must match on resume (see
+            `RunCheckpoints`).
         stream_state: `{name: variable}`, the seekable stream's position and the replicas
             that trained it (see `lmpipe.training.stream_state`), or None. A checkpoint
             written before lmpipe kept it restores without it (`lacking` names it).
     """
 
-    def __init__(self, directory, model, strategy, run_config, max_to_keep=3, stream_state=None):
+    def __init__(
+        self,
+        directory,
+        model,
+        strategy,
+        run_config,
+        max_to_keep=3,
+        hyperparameters=None,
+        stream_state=None,
+    ):
         self.model = model
         # The random states of dropout (Keras seed generators) are not among the model's
         # checkpointed weights; saving them too makes a resumed run draw the same dropout
@@ -355,6 +443,7 @@ class TrainingCheckpoint(RunCheckpoints):
             run_config,
             steps=lambda: int(model.optimizer.iterations.numpy()),
             max_to_keep=max_to_keep,
+            hyperparameters=hyperparameters,
             optional=None if stream_state is None else {"stream": stream_state},
         )
 

@@ -30,13 +30,27 @@ built inside `ops_only()` too, unless every worker has lmpipe's kernels loaded.
 
 `start_data_service` starts a dispatcher and workers in this process (for one machine, and for
 the tests); `lmpipe data-service` runs it as a command.
+
+A lost worker stops training (`WorkerWatch`, which `fit` runs with `data_service`). The
+service itself does not: its dispatcher logs a worker that misses its heartbeats but keeps it,
+so a trainer whose only worker died waits for it forever, and one with two workers goes on
+with the other's shard alone. The trainer asks the dispatcher for its workers and checks every
+`PROBE_INTERVAL` seconds that each accepts connections; one that does not for `WORKER_TIMEOUT`
+seconds is lost: training stops with `WorkerLostError` naming it at the next step's end, or,
+when no step ends (the batches were that worker's alone), the process exits with code
+`LOST_EXIT_CODE` after printing the same message, since TensorFlow waits for the batch without
+a way to interrupt it. A rerun resumes from the last checkpoint once the worker is back.
 """
 
 import dataclasses
+import os
 import re
 import socket
+import sys
+import threading
 import time
 
+import keras
 import tensorflow as tf
 
 ADDRESS = re.compile(r"^(grpc://)?[A-Za-z0-9_.\-\[\]:]+:\d+$")
@@ -138,6 +152,174 @@ def start_worker(dispatcher, port, address=None):
             port=port,
         )
     )
+
+
+WORKER_TIMEOUT = 60.0
+"""Seconds a worker may refuse connections before the trainer counts it as lost."""
+
+PROBE_INTERVAL = 2.0
+"""Seconds between the trainer's checks of its workers."""
+
+LOST_EXIT_CODE = 75
+"""The exit code of a trainer that stopped waiting for the batches of a lost worker."""
+
+
+class WorkerLostError(RuntimeError):
+    """A tf.data service worker of the training run is gone."""
+
+
+class WorkerWatch(keras.callbacks.Callback):
+    """Stop training when a worker of the tf.data service at `address` is lost (see the
+    module's docstring): a callback that starts checking when training begins (or at `start`)
+    and raises `WorkerLostError` at the end of the first step after the loss; `stop` it after
+    `fit`.
+
+    Args:
+        address: the dispatcher's address.
+        timeout: seconds a worker may be unreachable (`WORKER_TIMEOUT` by default), and
+            seconds without a step after that before the process exits.
+        interval: seconds between checks (`PROBE_INTERVAL` by default).
+    """
+
+    def __init__(self, address, timeout=None, interval=None):
+        super().__init__()
+        self.address = service_address(address)
+        self.timeout = WORKER_TIMEOUT if timeout is None else timeout
+        self.interval = PROBE_INTERVAL if interval is None else interval
+        self.workers = []
+        self.message = None  # set when a worker is lost
+        self._last_step = time.monotonic()
+        self._stopped = threading.Event()
+        self._thread = None
+
+    def start(self):
+        """Ask the dispatcher for its workers and start checking them."""
+        self.workers = service_workers(self.address)
+        self._thread = threading.Thread(target=self._watch, name="lmpipe-worker-watch")
+        self._thread.daemon = True
+        self._thread.start()
+
+    def stop(self):
+        """Stop checking."""
+        self._stopped.set()
+
+    def on_train_begin(self, logs=None):
+        self._last_step = time.monotonic()
+        if self._thread is None:
+            self.start()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._last_step = time.monotonic()
+        if self.message is not None:
+            raise WorkerLostError(self.message)
+
+    def _watch(self):
+        seen = dict.fromkeys(self.workers, time.monotonic())
+        lost_at = None
+        while not self._stopped.wait(self.interval):
+            now = time.monotonic()
+            for worker in self.workers:
+                if reachable(worker, self.interval):
+                    seen[worker] = now
+            lost = [worker for worker in self.workers if now - seen[worker] > self.timeout]
+            if lost and self.message is None:
+                self.message = _lost_message(lost, self.workers, self.timeout, self.address)
+                print(f"lmpipe: {self.message}", file=sys.stderr, flush=True)
+                lost_at = now
+            if self.message is not None and now - max(self._last_step, lost_at) > self.timeout:
+                print(
+                    f"lmpipe: no batch came for {self.timeout:g} s more: exiting with code "
+                    f"{LOST_EXIT_CODE}.",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                exit_process(LOST_EXIT_CODE)
+                return
+
+
+def _lost_message(lost, workers, timeout, address):
+    left = len(workers) - len(lost)
+    names = ", ".join(lost)
+    return (
+        f"the tf.data service worker{'s' if len(lost) > 1 else ''} {names} of the dispatcher "
+        f"{address} refused connections for {timeout:g} s: lost; {left} of {len(workers)} "
+        "workers left, which would train on part of the data (or wait forever). Training "
+        "stops: restart the worker (`lmpipe data-service --join`) at the same address and "
+        "run the same command again to resume from the last checkpoint."
+    )
+
+
+def exit_process(code):
+    """End the process now (a thread cannot interrupt TensorFlow's wait for a batch)."""
+    os._exit(code)
+
+
+def reachable(worker, timeout):
+    """Whether `host:port` accepts a TCP connection within `timeout` seconds."""
+    host, port = worker.rsplit(":", 1)
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def service_workers(address, timeout=30.0):
+    """The `host:port` of each worker the dispatcher at `address` knows.
+
+    It calls the dispatcher's `GetWorkers` (an empty request; the answer lists `WorkerInfo`s,
+    field 1, whose field 1 is the address), which TensorFlow's Python API does not expose.
+    """
+    import grpc  # TensorFlow's own dependency
+
+    with grpc.insecure_channel(address.removeprefix("grpc://")) as channel:
+        call = channel.unary_unary(
+            "/tensorflow.data.DispatcherService/GetWorkers",
+            request_serializer=lambda request: request,
+            response_deserializer=lambda response: response,
+        )
+        try:
+            response = call(b"", timeout=timeout)
+        except grpc.RpcError as error:
+            raise ValueError(
+                f"The tf.data service dispatcher {address} does not answer ({error.code().name}):"
+                " is `lmpipe data-service` running there?"
+            ) from None
+    return [
+        field.decode("utf-8")
+        for info in _message_fields(response, 1)
+        for field in _message_fields(info, 1)
+    ]
+
+
+def _message_fields(data, number):
+    """The values of the length-delimited field `number` of the protobuf message `data`."""
+    values, index = [], 0
+    while index < len(data):
+        key, index = _varint(data, index)
+        wire = key & 7
+        if wire == 0:
+            _, index = _varint(data, index)
+            continue
+        if wire == 2:
+            size, index = _varint(data, index)
+            if key >> 3 == number:
+                values.append(data[index : index + size])
+            index += size
+        else:  # fixed 64 or 32 bits
+            index += 8 if wire == 1 else 4
+    return values
+
+
+def _varint(data, index):
+    value = shift = 0
+    while True:
+        byte = data[index]
+        index += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return value, index
 
 
 def serve_until_stopped():

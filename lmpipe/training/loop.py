@@ -10,7 +10,7 @@ from lmpipe.kernels import ops_only
 from lmpipe.layers.initializers import seeded
 from lmpipe.training.callbacks import History, StepScalars, StopOnNonFiniteLoss
 from lmpipe.training.checkpointing import CheckpointCallback, TrainingCheckpoint
-from lmpipe.training.data_service import from_data_service
+from lmpipe.training.data_service import WorkerWatch, from_data_service
 from lmpipe.training.distribution import (
     distributed_dataset,
     distribution_strategy,
@@ -48,6 +48,14 @@ def _accumulate_gradients(model, steps):
             f"loss denominators (an lmpipe TrainingSteps model with loss_weights); "
             f"{type(model).__name__} is not one: train it with accumulation_steps=1."
         )
+
+
+def hyperparameters(batch_size, options):
+    """The training hyperparameters a resumed run must keep: a run's course changes with any
+    of them (`warmup_steps` as given: None is the default, 10% of the steps, which extending
+    the run may move)."""
+    names = ("learning_rate", "warmup_steps", "weight_decay", "clipnorm", "accumulation_steps")
+    return {"batch_size": batch_size, **{name: getattr(options, name) for name in names}}
 
 
 def train(
@@ -147,7 +155,12 @@ def train(
     checkpoint = None
     if options.checkpoint_dir is not None:
         checkpoint = TrainingCheckpoint(
-            options.checkpoint_dir, model, strategy, run_config, stream_state=stream.variables
+            options.checkpoint_dir,
+            model,
+            strategy,
+            run_config,
+            hyperparameters=hyperparameters(batch_size, options),
+            stream_state=stream.variables,
         )
     try:
         with checkpoint_on_preemption(checkpoint, strategy) as preemption:
@@ -192,7 +205,7 @@ def _resume_and_fit(
     verbose, data_service = options.verbose, options.data_service
     steps_done = 0 if checkpoint is None else checkpoint.restore()
     if keep_best is not None:
-        keep_best.load()
+        keep_best.load(steps_done if checkpoint is not None else None)
     history = History()
     history.set_model(model)
     finished = steps_done >= total_steps
@@ -259,7 +272,46 @@ def _resume_and_fit(
 
         return distributed_dataset(strategy, for_pipeline)
 
-    # A run resumed inside an epoch first finishes that epoch, then runs whole epochs.
+    watch = None
+    if data_service is not None:
+        # A lost worker stops the run, where the service would wait forever or go on with
+        # part of the data.
+        watch = WorkerWatch(data_service)
+        callbacks.insert(1, watch)
+    try:
+        _fit_the_rest(
+            model,
+            history,
+            dataset_from,
+            callbacks,
+            keep_best,
+            steps_done=steps_done,
+            epochs=epochs,
+            steps_per_epoch=steps_per_epoch,
+            verbose=verbose,
+        )
+    finally:
+        if watch is not None:
+            watch.stop()
+    if keep_best is not None:
+        keep_best.restore_best(model)
+    return history
+
+
+def _fit_the_rest(
+    model,
+    history,
+    dataset_from,
+    callbacks,
+    keep_best,
+    *,
+    steps_done,
+    epochs,
+    steps_per_epoch,
+    verbose,
+):
+    """Fit `model` for the steps after `steps_done`, adding to `history`: a run resumed inside
+    an epoch first finishes that epoch, then runs whole epochs."""
     first_epoch, offset = divmod(steps_done, steps_per_epoch)
     if offset:
         part = model.fit(
@@ -284,9 +336,6 @@ def _resume_and_fit(
             shuffle=False,  # the datasets shuffle themselves, deterministically
         )
         history.extend(part)
-    if keep_best is not None:
-        keep_best.restore_best(model)
-    return history
 
 
 def _describe_resume(stream, global_batch, replicas):

@@ -69,12 +69,23 @@ def train_epochs(run_epoch, first_epoch, epochs, words_done, words, verbose, end
     """Epochs `first_epoch` to `epochs` of `run_epoch(epoch, words_done) -> (loss, examples,
     words_done)`, each of `words` words; return their `History` (per epoch `loss` per example,
     `examples`, `words`, `seconds`, `words_per_second`). `end_epoch(epochs_done, words_done)`
-    is called after each (to checkpoint it)."""
+    is called after each (to checkpoint it). An epoch without any example is a ValueError,
+    raised before `end_epoch`."""
     history = History()
     for epoch in range(first_epoch, epochs):
         start = time.perf_counter()
         loss, examples, words_done = run_epoch(epoch, words_done)
         seconds = time.perf_counter() - start
+        if int(examples) == 0:
+            # No example means no update: the vectors would stay random while the run looked
+            # like it trained.
+            raise ValueError(
+                f"word2vec made no training example from the corpus in epoch {epoch + 1} "
+                f"({words} words of the vocabulary): an example needs a sentence with two "
+                "words of the vocabulary left after `sample` drops frequent ones, and none has "
+                "them (sentences of one word, or words under `min_count`). Give sentences of "
+                "several words, or lower `min_count` or raise `sample`."
+            )
         record = {
             "loss": float(loss) / max(float(examples), 1.0),
             "examples": int(examples),

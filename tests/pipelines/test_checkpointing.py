@@ -80,22 +80,31 @@ class InterruptAt(keras.callbacks.Callback):
             raise SimulatedKillError
 
 
-def fit(directory, epochs=3, steps_per_epoch=3, checkpoint_every=1, nan_step=None, callbacks=()):
+def fit(
+    directory,
+    epochs=3,
+    steps_per_epoch=3,
+    checkpoint_every=1,
+    nan_step=None,
+    callbacks=(),
+    batch_size=4,
+    **hyperparameters,
+):
     """Train the regression with checkpoints in `directory`; return (model, resumed step)."""
     first_step = FirstStep()
     model, _ = train(
         Regression,
         regression_batches(nan_step),
         run_config=RUN_CONFIG,
-        batch_size=4,
+        batch_size=batch_size,
         epochs=epochs,
         steps_per_epoch=steps_per_epoch,
         options=TrainingOptions(
             checkpoint_dir=str(directory),
             checkpoint_every=checkpoint_every,
-            learning_rate=0.01,
             callbacks=[first_step, *callbacks],
             verbose=0,
+            **{"learning_rate": 0.01, **hyperparameters},
         ),
         seed=1,
     )
@@ -146,6 +155,50 @@ def test_a_missing_or_garbage_pointer_file_resumes_from_the_newest_checkpoint(
     assert int(model.optimizer.iterations.numpy()) == 9
     message = "is missing" if damage == "missing" else "cannot be read"
     assert f"The checkpoint pointer file {pointer} {message}" in caplog.text
+
+
+def test_resuming_with_other_hyperparameters_is_refused_naming_each(checkpoints):
+    with pytest.raises(ValueError) as error:
+        fit(checkpoints, batch_size=8, learning_rate=0.02, warmup_steps=2, clipnorm=None)
+    assert str(error.value) == (
+        f"The run in {str(checkpoints)!r} was started with other training hyperparameters "
+        f"(see {checkpoints / 'run.json'}): batch_size 4 -> 8, clipnorm 1.0 -> None, "
+        "learning_rate 0.01 -> 0.02, warmup_steps None -> 2. A run resumes with the ones it "
+        "started with (only epochs and steps_per_epoch may change): pass those, or start a new "
+        "run in another `checkpoint_dir`."
+    )
+    with pytest.raises(ValueError, match=r": weight_decay 0.01 -> 0.0\. A run resumes"):
+        fit(checkpoints, weight_decay=0.0)
+    # More epochs and steps extend the run.
+    model, resumed = fit(checkpoints, epochs=4, steps_per_epoch=4)
+    assert resumed == 6 and int(model.optimizer.iterations.numpy()) == 16
+
+
+def test_data_files_without_index_or_pointer_are_refused_not_overwritten(checkpoints):
+    for step in (4, 5, 6):
+        (checkpoints / f"ckpt-{step}.index").unlink()
+    (checkpoints / "checkpoint").unlink()
+    data = sorted(checkpoints.glob("ckpt-*.data-*"))
+    before = [path.read_bytes() for path in data]
+    with pytest.raises(ValueError) as error:
+        fit(checkpoints)
+    assert str(error.value).startswith(
+        f"The checkpoint directory {str(checkpoints)!r} is damaged: it holds the data files of "
+        f"checkpoints ckpt-4, ckpt-5, ckpt-6 but not their .index files nor a readable pointer "
+        f"file {checkpoints / 'checkpoint'}. Restore the missing files from a copy"
+    )
+    assert [path.read_bytes() for path in data] == before
+
+
+def test_an_empty_pointer_file_resumes_from_the_newest_checkpoint_or_is_an_error(checkpoints):
+    (checkpoints / "checkpoint").write_bytes(b"")
+    _, resumed = fit(checkpoints)
+    assert resumed == 6
+    for path in checkpoints.glob("ckpt-*"):
+        path.unlink()
+    (checkpoints / "checkpoint").write_bytes(b"")
+    with pytest.raises(ValueError, match="that is empty or unreadable, and no checkpoint"):
+        fit(checkpoints)
 
 
 @pytest.mark.parametrize("damage", ["truncated", "deleted"])

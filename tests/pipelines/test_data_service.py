@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 
+import keras
 import numpy as np
 import pytest
 
@@ -15,8 +16,14 @@ from lmpipe import kernels
 from lmpipe.datasets import TextCorpus
 from lmpipe.models import BertConfig
 from lmpipe.pipelines import BertPretraining
+from lmpipe.training import data_service as service_module
 from lmpipe.training import loop as training
-from lmpipe.training.data_service import from_data_service, start_data_service
+from lmpipe.training.data_service import (
+    WorkerLostError,
+    from_data_service,
+    service_workers,
+    start_data_service,
+)
 from tests.local_cluster import free_port
 
 
@@ -143,3 +150,86 @@ def test_lmpipe_data_service_serves_a_training_run_and_stops_on_sigterm(
         assert process.wait(timeout=60) == 143
     finally:
         process.kill()
+
+
+class StopWorkerAt(keras.callbacks.Callback):
+    """Stops a worker of the service at the end of step `step`, as a crash would."""
+
+    def __init__(self, worker, step):
+        super().__init__()
+        self.worker, self.step = worker, step
+
+    def on_train_batch_end(self, batch, logs=None):
+        if int(self.model.optimizer.iterations.numpy()) == self.step:
+            self.worker.stop()
+
+
+@pytest.mark.slow
+def test_a_lost_worker_of_two_stops_training_naming_it(comedies_tokenizer, comedies, monkeypatch):
+    # The service alone goes on with the other worker's shard, silently.
+    monkeypatch.setattr(service_module, "WORKER_TIMEOUT", 1.0)
+    monkeypatch.setattr(service_module, "PROBE_INTERVAL", 0.2)
+    service = start_data_service(workers=2)
+    try:
+        workers = service_workers(service.address)
+        assert len(workers) == 2
+        lost = workers[0]
+        port = int(lost.rsplit(":", 1)[1])
+        worker = next(w for w in service.workers if w._server.bound_port() == port)
+        pipe = pipeline(comedies_tokenizer)
+        with pytest.raises(WorkerLostError) as raised:
+            pipe.fit(
+                comedies,
+                batch_size=4,
+                steps_per_epoch=100_000,
+                data_service=service.address,
+                callbacks=[StopWorkerAt(worker, 2)],
+                verbose=0,
+            )
+    finally:
+        service.stop()
+    assert str(raised.value).startswith(
+        f"the tf.data service worker {lost} of the dispatcher {service.address} refused "
+        "connections for 1 s: lost; 1 of 2 workers left"
+    )
+
+
+LOSE_THE_ONLY_WORKER = """
+from lmpipe.training import data_service
+from lmpipe.training.loop import train
+from lmpipe.training.options import TrainingOptions
+from tests.pipelines.test_checkpointing import Regression, regression_batches
+from tests.pipelines.test_data_service import StopWorkerAt
+
+data_service.WORKER_TIMEOUT, data_service.PROBE_INTERVAL = 1.0, 0.2
+service = data_service.start_data_service(workers=1)
+print("worker", data_service.service_workers(service.address)[0], flush=True)
+options = TrainingOptions(
+    data_service=service.address, callbacks=[StopWorkerAt(service.workers[0], 2)], verbose=0
+)
+train(Regression, regression_batches(), run_config={}, batch_size=4, epochs=1,
+      steps_per_epoch=10**6, options=options)
+print("trained on", flush=True)
+"""
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.mark.slow
+def test_the_only_worker_lost_ends_the_waiting_trainer_naming_it():
+    # TensorFlow waits for the lost worker's batch forever, and no thread can interrupt it:
+    # the trainer says why and exits.
+    result = subprocess.run(
+        [sys.executable, "-c", LOSE_THE_ONLY_WORKER],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "PYTHONPATH": ROOT},
+    )
+    worker = result.stdout.split("worker ", 1)[1].split()[0]
+    assert result.returncode == service_module.LOST_EXIT_CODE, result.stderr[-2000:]
+    assert "trained on" not in result.stdout
+    assert f"lmpipe: the tf.data service worker {worker} of the dispatcher" in result.stderr
+    assert "lost; 0 of 1 workers left" in result.stderr
+    assert "lmpipe: no batch came for 1 s more: exiting with code 75." in result.stderr

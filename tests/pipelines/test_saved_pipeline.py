@@ -104,3 +104,22 @@ def test_a_damaged_pipeline_json_is_an_error_naming_the_file(tmp_path, content, 
         SavedPipeline(str(tmp_path))
     with pytest.raises(ValueError, match=re.escape(str(tmp_path))):
         saved_pipeline.read_description(str(tmp_path))
+
+
+def test_a_truncated_or_missing_model_keras_is_named_damaged_not_not_found(tmp_path):
+    pipeline(1).save(str(tmp_path / "pipeline"))
+    path = tmp_path / "pipeline" / "model.keras"
+    size = path.stat().st_size
+    for cut in (size // 2, 10):
+        with open(path, "r+b") as file:
+            file.truncate(cut)
+        with pytest.raises(ValueError) as raised:
+            GptPretraining.load(str(tmp_path / "pipeline"))
+        assert str(raised.value) == (
+            f"{path} is damaged (File is not a zip file): it is not a complete Keras archive "
+            "(a save cut short, or a copy truncated). Save the pipeline again, or restore the "
+            "file from a copy."
+        )
+    path.unlink()
+    with pytest.raises(ValueError, match=f"{re.escape(str(path))} is missing"):
+        GptPretraining.load(str(tmp_path / "pipeline"))

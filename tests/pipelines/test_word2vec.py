@@ -256,6 +256,18 @@ def test_corpus_below_min_count_names_min_count_and_the_count():
         Word2Vec(min_count=5).fit(["to be or not to be"], verbose=False)
 
 
+def test_a_corpus_that_makes_no_example_is_an_error_not_a_silent_run(tmp_path):
+    # Every sentence a single word: no word has a context, so no example, no update.
+    pipe = Word2Vec(vector_size=8, min_count=1)
+    with pytest.raises(ValueError) as error:
+        pipe.fit(["alpha", "beta", "12", "34"] * 25, checkpoint_dir=str(tmp_path), verbose=0)
+    assert str(error.value).startswith(
+        "word2vec made no training example from the corpus in epoch 1 (100 words of the "
+        "vocabulary): an example needs a sentence with two words of the vocabulary"
+    )
+    assert not list(tmp_path.glob("ckpt-*"))  # nothing checkpointed as if trained
+
+
 @pytest.mark.parametrize(
     "options, message",
     [

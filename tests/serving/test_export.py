@@ -491,6 +491,23 @@ def test_rest_bodies_are_checked_strictly(export_dir, body, message):
         rest_to_inputs(body, read_signature_defs(export_dir))
 
 
+def test_lone_surrogates_and_deep_nesting_are_bad_requests_not_crashes():
+    dtypes = {"text": tf.string}
+    with pytest.raises(RestRequestError) as raised:
+        rest_to_inputs('{"instances": ["ok", "\\ud800"]}', dtypes)
+    assert "The surrogate pair in string is invalid" in str(raised.value)
+    assert str(raised.value).isascii()  # printable in any locale
+    for depth in (300, 100_000):
+        text = '{"instances": ' + "[" * depth + '"a"' + "]" * depth + "}"
+        with pytest.raises(RestRequestError, match="nest"):
+            rest_to_inputs(text, dtypes)
+    deep = "a"
+    for _ in range(5000):
+        deep = {"b64": deep} if isinstance(deep, str) else {"x": deep}
+    with pytest.raises(RestRequestError, match="nested too deeply to show"):
+        rest_to_inputs({"instances": [{"text": deep}]}, dtypes)
+
+
 # ---------------------------------------------------------------------------- warmup
 
 

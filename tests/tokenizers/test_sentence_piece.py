@@ -199,6 +199,19 @@ def test_runs_in_tf_data_and_in_a_saved_model(albert, tmp_path):
 # ---------------------------------------------------------------- files
 
 
+def test_load_refuses_a_model_file_outside_the_folder(albert, tmp_path):
+    albert.save(tmp_path / "albert")
+    config_path = tmp_path / "albert" / "tokenizer.json"
+    config = json.loads(config_path.read_text())
+    config_path.write_text(json.dumps({**config, "model_file": "../../etc/passwd"}))
+    with pytest.raises(ValueError) as raised:
+        SentencePieceTokenizer.load(tmp_path / "albert")
+    assert str(raised.value) == (
+        f"{config_path}: `model_file` names '../../etc/passwd', which is outside "
+        f"{str(tmp_path / 'albert')!r}; a saved folder may only name files inside it."
+    )
+
+
 def test_save_and_load_and_load_tokenizer_give_the_same_tokenizer(albert, tmp_path):
     albert.save(tmp_path / "albert")
     assert sorted(p.name for p in (tmp_path / "albert").iterdir()) == [

@@ -368,6 +368,24 @@ def test_load_reports_missing_or_bad_files(tmp_path):
         WordPieceTokenizer.load(tmp_path)
 
 
+def test_load_refuses_a_vocabulary_file_outside_the_folder(tmp_path):
+    # A saved folder that names ../secret would read (and export would publish) that file.
+    (tmp_path / "secret.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\npassword\n")
+    toy_tokenizer().save(tmp_path / "tok")
+    config_path = tmp_path / "tok" / "tokenizer.json"
+    config = json.loads(config_path.read_text())
+    for name in ("../secret.txt", str(tmp_path / "secret.txt")):
+        config_path.write_text(json.dumps({**config, "vocabulary_file": name}))
+        with pytest.raises(ValueError) as raised:
+            WordPieceTokenizer.load(tmp_path / "tok")
+        assert str(raised.value).startswith(f"{config_path}: `vocabulary_file` names {name!r}")
+    (tmp_path / "tok" / "vocab.txt").unlink()
+    (tmp_path / "tok" / "vocab.txt").symlink_to(tmp_path / "secret.txt")
+    config_path.write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="`vocabulary_file` names 'vocab.txt', which is outside"):
+        WordPieceTokenizer.load(tmp_path / "tok")
+
+
 def write_vocabulary(path, tokens):
     path.write_text("".join(t + "\n" for t in tokens), encoding="utf-8")
     return path

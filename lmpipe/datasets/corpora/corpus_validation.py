@@ -5,6 +5,7 @@ UTF-8, bad JSON, a line too long, a file without text) and to count its document
 `lmpipe.datasets.corpora.corpus_reading`."""
 
 import dataclasses
+import io
 import json
 import os
 import re
@@ -132,8 +133,60 @@ def prose_note(path):
 
 def _open_binary(path):
     if "://" in path:
-        return tf.io.gfile.GFile(path, "rb")
+        return io.BufferedReader(_RawFile(tf.io.gfile.GFile(path, "rb")), READ_BYTES)
     return open(path, "rb")
+
+
+class _RawFile(io.RawIOBase):
+    """A `tf.io.gfile.GFile` as a raw stream, so that a buffered reader over it reads lines of
+    a bounded length (`readline(size)`), as Python's files do."""
+
+    def __init__(self, file):
+        super().__init__()
+        self._file = file
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        data = self._file.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self):
+        self._file.close()
+        super().close()
+
+
+READ_BYTES = 1 << 20
+"""The most bytes validation holds of a line longer than `max_line_bytes` at once while it
+measures it."""
+
+MEASURED_BYTES = 1 << 30
+"""How far validation reads on into a line longer than `max_line_bytes` to tell its size
+(beyond, the error says "over"): a file without line breaks may be huge."""
+
+
+def _lines(stream, path, file_format, max_line_bytes):
+    """`stream`'s lines (each with its line break), never holding more than `max_line_bytes`
+    and its break of one: a longer line is an error, raised once it is measured in bounded
+    reads, without holding it whole."""
+    first = 1
+    while True:
+        line = stream.readline(max_line_bytes + 1)
+        if not line:
+            return
+        if len(line) > max_line_bytes and not line.endswith(b"\n"):
+            size, complete = len(line), False
+            while size <= max_line_bytes + MEASURED_BYTES:
+                rest = stream.readline(READ_BYTES)
+                size += len(rest.rstrip(b"\n"))
+                if not rest or rest.endswith(b"\n"):
+                    complete = True
+                    break
+            check_line_length(path, file_format, first, size, max_line_bytes, complete)
+        first += 1
+        yield line
 
 
 def scan_file(path, file_format, text_field, encoding_errors, max_line_bytes):
@@ -147,7 +200,7 @@ def scan_file(path, file_format, text_field, encoding_errors, max_line_bytes):
     block, first_line = [], 1
     longest_raw, longest, longest_number = 0, -1, 0  # raw: with its line break
     with _open_binary(path) as stream:
-        for line in stream:
+        for line in _lines(stream, path, file_format, max_line_bytes):
             if len(line) >= longest_raw:  # only such a line can be the longest
                 longest_raw, size = len(line), len(line.rstrip(b"\n"))
                 number = first_line + len(block)
@@ -173,12 +226,13 @@ _LINE_IS = {
 }
 
 
-def check_line_length(path, file_format, number, size, max_line_bytes):
-    """Raise if line `number` of `path`, `size` bytes without its line break, is longer than
-    `max_line_bytes`."""
+def check_line_length(path, file_format, number, size, max_line_bytes, complete=True):
+    """Raise if line `number` of `path`, `size` bytes without its line break (at least, when
+    not `complete`: it was not read to its end), is longer than `max_line_bytes`."""
     if size > max_line_bytes:
         raise ValueError(
-            f"{path}, line {number}: {size:,} bytes, more than max_line_bytes="
+            f"{path}, line {number}: {'' if complete else 'over '}{size:,} bytes, more than "
+            "max_line_bytes="
             f"{max_line_bytes:,}. In the {file_format!r} format a line is "
             f"{_LINE_IS[file_format]}. Pass max_line_bytes={size} (or more) to "
             "TextCorpus.from_files to read it; tokenizing a line takes up to about 100 times "

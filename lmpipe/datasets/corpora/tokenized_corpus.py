@@ -14,7 +14,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from lmpipe.arguments import check_positive_int
+from lmpipe.arguments import check_inside, check_positive_int
 from lmpipe.datasets.corpora.sharding import read_sharded
 
 CORPUS_FILE = "corpus.json"
@@ -148,7 +148,10 @@ class TokenizedCorpus:
             raise ValueError(
                 f"{path}: unsupported format_version {self._description.get('format_version')!r}."
             )
-        self._files = tuple(os.path.join(directory, name) for name in self._description["files"])
+        names = self._description.get("files")
+        if not isinstance(names, list):
+            raise ValueError(f"{path}: `files` must be a list of file names, got {names!r}.")
+        self._files = tuple(check_inside(directory, name, path, "files") for name in names)
         missing = [name for name in self._files if not tf.io.gfile.exists(name)]
         if missing:
             raise ValueError(f"{path} lists files that do not exist: {missing}.")

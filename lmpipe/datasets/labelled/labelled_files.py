@@ -8,8 +8,10 @@ not valid JSON or UTF-8.
 
 import csv
 import dataclasses
+import decimal
 import json
 import os
+import re
 
 from lmpipe.datasets.corpora.held_out import held_out_indices
 
@@ -67,7 +69,10 @@ def read_labelled(path, text="text", label="label", text_pair=None, format="auto
     CSV and TSV files start with a header row naming the columns (RFC 4180 quoting, so a
     text may hold the delimiter or a line break inside quotes); a JSONL file holds one JSON
     object per line, the columns being its keys. Blank lines are skipped. Labels are read as
-    strings (a JSON number `1` as "1").
+    strings without the whitespace around them ("spam " is "spam"); a label that is a number
+    is written in its shortest form, so that equal numbers are one class ("1", "1.0", "01",
+    "1e0" and the JSON number `1` are all "1"; "0.50" is "0.5"). A NaN or infinite label is an
+    error.
 
     Args:
         path: the file.
@@ -82,7 +87,8 @@ def read_labelled(path, text="text", label="label", text_pair=None, format="auto
 
     Raises:
         ValueError: naming the file (and the line): an unknown format, a missing column, an
-            empty text or label, a malformed line; or a file without examples.
+            empty text or label, a NaN or infinite label, a malformed line; or a file without
+            examples.
 
     Example:
 
@@ -111,7 +117,7 @@ def read_labelled(path, text="text", label="label", text_pair=None, format="auto
                 )
         values = [_cell(row[name], path, number, name) for name in columns]
         texts.append(values[0])
-        labels.append(values[1])
+        labels.append(_label(values[1], path, number, label))
         if text_pair is not None:
             pairs.append(values[2])
     if not texts:
@@ -177,6 +183,28 @@ def _json_rows(path):
                     f"{path}, line {number}: a JSON object is needed, got {type(row).__name__}."
                 )
             yield number, row
+
+
+# A number as people write labels: digits, an optional point and exponent, or NaN and infinity
+# (which Python, JSON and pandas write in these ways).
+_NUMBER = re.compile(r"[+-]?((\d+\.?\d*|\.\d+)(e[+-]?\d+)?|nan|inf|infinity)", re.IGNORECASE)
+
+
+def _label(value, path, number, name):
+    """A label cell (`_cell`'s string) as its class name: stripped; a number in its shortest
+    form (equal numbers, one class); ValueError for NaN and infinities."""
+    value = value.strip()
+    if not _NUMBER.fullmatch(value):
+        return value
+    number_value = decimal.Decimal(value)
+    if not number_value.is_finite():
+        raise ValueError(
+            f"{path}, line {number}: column {name!r} is {value!r}, not a class (a missing "
+            "value?); give every example a label."
+        )
+    if number_value == number_value.to_integral_value():
+        return str(int(number_value))
+    return format(number_value.normalize(), "f")
 
 
 def _cell(value, path, number, name):

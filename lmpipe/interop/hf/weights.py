@@ -102,9 +102,27 @@ def without(entries, start):
     return [entry for entry in entries if not entry[0].startswith(start)]
 
 
+def check_weight(name, array, path):
+    """Raise a ValueError naming the weight `name` of the checkpoint `path` unless `array`
+    holds finite floating-point numbers (integers where a weight is expected are not a model's
+    weights; NaN or infinities would train and predict NaN)."""
+    if not np.issubdtype(array.dtype, np.floating):
+        raise ValueError(
+            f"{path}: weight {name!r} is of dtype {array.dtype}, where a model's weights are "
+            "floating-point: the file is damaged or not this model's checkpoint."
+        )
+    finite = np.isfinite(array)
+    if not finite.all():
+        raise ValueError(
+            f"{path}: weight {name!r} holds {array.size - int(finite.sum())} NaN or infinite "
+            f"value(s) of {array.size}: the checkpoint is damaged (or was saved after training "
+            "diverged)."
+        )
+
+
 def assign_entries(entries, weights, path):
-    """Assign each entry's checkpoint weight (shape checked) to its variable, each once;
-    returns the ids of the variables assigned."""
+    """Assign each entry's checkpoint weight (shape, dtype and finiteness checked) to its
+    variable, each once; returns the ids of the variables assigned."""
     assigned = set()
     for name, variable, shape, convert in entries:
         array = weights[name]
@@ -113,6 +131,7 @@ def assign_entries(entries, weights, path):
                 f"{path}: weight {name!r} has shape {tuple(array.shape)}, expected {shape} "
                 "from config.json."
             )
+        check_weight(name, array, path)
         value = array if convert is None else convert(array)
         if id(variable) in assigned:
             raise RuntimeError(f"Variable {variable.path} would be assigned twice ({name}).")

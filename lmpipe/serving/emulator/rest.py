@@ -40,6 +40,8 @@ _INTEGER_RANGES = {
 }
 _FLOAT_EXACT_INTEGERS = {tf.float32: 2**24 - 1, tf.float64: 2**53 - 1}
 _FLOAT_MAX = {tf.float32: float(np.finfo(np.float32).max), tf.float64: float(np.finfo(float).max)}
+# TensorFlow's most dimensions of a tensor: a value nested deeper is no tensor.
+_MAX_RANK = 254
 
 
 class RestRequestError(ValueError):
@@ -56,6 +58,11 @@ def parse_body(body):
             body = json.loads(body)
         except ValueError as error:
             raise RestRequestError(f"JSON Parse error: {error}") from None
+        except RecursionError:
+            # Python's parser recurses once a level; the server answers 400 here too.
+            raise RestRequestError(
+                "JSON Parse error: the document nests arrays or objects too deeply."
+            ) from None
     if not isinstance(body, Mapping):
         raise RestRequestError(f"The request body must be a JSON object, got {body!r:.80}.")
     return body
@@ -267,6 +274,10 @@ def _shape(value):
 def _to_array(value, dtype):
     """Nested JSON lists of scalars -> a numpy array of `dtype`, checked strictly."""
     shape = _shape(value)
+    if len(shape) > _MAX_RANK:
+        raise RestRequestError(
+            f"Lists nested {len(shape)} deep: a tensor has at most {_MAX_RANK} dimensions."
+        )
     flat = []
 
     def walk(item, level):
@@ -303,7 +314,12 @@ def _scalar(value, dtype):
     """One JSON scalar as a value of `dtype`; RestRequestError if the server would reject it."""
     if dtype == tf.string:
         if isinstance(value, str):
-            return value.encode("utf-8")
+            try:
+                return value.encode("utf-8")
+            except UnicodeEncodeError:  # "\ud800": JSON escapes any code unit, UTF-8 not
+                raise RestRequestError(
+                    f"JSON Parse error: The surrogate pair in string is invalid: {_show(value)}"
+                ) from None
         if _is_b64(value):
             try:
                 return base64.b64decode(value["b64"], validate=True)
@@ -359,7 +375,11 @@ def _json_type(value):
 
 
 def _show(value):
-    return json.dumps(value)[:80]
+    """`value` as JSON (ASCII, lone surrogates escaped), cut to 80 characters."""
+    try:
+        return json.dumps(value)[:80]
+    except (RecursionError, TypeError, ValueError):
+        return f"<{type(value).__name__} nested too deeply to show>"
 
 
 def _to_json(name, array):

@@ -1,10 +1,11 @@
 import json
 import re
+import tracemalloc
 
 import pytest
 import tensorflow as tf
 
-from lmpipe.datasets import TextCorpus
+from lmpipe.datasets import TextCorpus, TokenizedCorpus
 from lmpipe.datasets.corpora import corpus as corpus_module
 from lmpipe.datasets.corpora import corpus_validation
 from lmpipe.datasets.corpora.sentences import split_sentences
@@ -221,6 +222,29 @@ def test_a_50_megabyte_line_is_refused_when_the_corpus_is_made(tmp_path):
     assert corpus_module.DEFAULT_MAX_LINE_BYTES == 10 * 2**20
 
 
+def test_a_file_without_line_breaks_is_refused_in_bounded_memory(tmp_path, monkeypatch):
+    # Like a copy of /dev/zero: reading it line by line once held the whole file.
+    path = tmp_path / "zeros.txt"
+    path.write_bytes(b"First.\n" + bytes(16_000_000))
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError) as raised:
+            corpus_validation.scan_file(str(path), "bert", "text", "strict", 1000)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert str(raised.value).startswith(
+        f"{path}, line 2: 16,000,000 bytes, more than max_line_bytes=1,000. In the 'bert' format"
+    )
+    assert peak < 4_000_000, peak  # the 16 MB line is measured, never held
+    # Beyond what it measures, it says "over"; a remote file is read the same way.
+    monkeypatch.setattr(corpus_validation, "MEASURED_BYTES", 2_000_000)
+    with pytest.raises(
+        ValueError, match=r"zeros.txt, line 2: over 2,\d{3},\d{3} bytes, more than "
+    ):
+        TextCorpus.from_files(f"file://{path}", max_line_bytes=1000, manifest=False)
+
+
 @pytest.mark.parametrize(
     "file_format, content",
     [
@@ -344,3 +368,16 @@ def test_epoch_documents_shuffles_an_in_memory_corpus_per_epoch_from_one_dataset
     assert texts(documents(0)) == first  # ...the same for the same epoch
     unshuffled = epoch_documents(corpus, None, seed=5)
     assert texts(unshuffled(3)) == [f"document {i}." for i in range(12)]
+
+
+def test_tokenized_corpus_refuses_files_outside_its_folder(tmp_path):
+    (tmp_path / "elsewhere.tfrecord").write_bytes(b"")
+    folder = tmp_path / "tokens"
+    folder.mkdir()
+    for name in ("../elsewhere.tfrecord", str(tmp_path / "elsewhere.tfrecord")):
+        (folder / "corpus.json").write_text(json.dumps({"format_version": 1, "files": [name]}))
+        with pytest.raises(ValueError) as raised:
+            TokenizedCorpus(str(folder))
+        assert str(raised.value).startswith(
+            f"{folder / 'corpus.json'}: `files` names {name!r}, which is outside"
+        )

@@ -35,6 +35,34 @@ def test_tsv_and_jsonl_single_texts(tmp_path):
     assert read.text_pairs is None and len(read) == 2
 
 
+def test_labels_are_stripped_and_equal_numbers_are_one_class(tmp_path):
+    (tmp_path / "a.csv").write_text(
+        "text,label\na,spam\nb,spam \nc, ham\nd,1\ne,1.0\nf,01\ng,1e0\nh,0.50\ni,-2\n"
+    )
+    read = read_labelled(tmp_path / "a.csv")
+    assert read.labels == ["spam", "spam", "ham", "1", "1", "1", "1", "0.5", "-2"]
+    assert read.class_names == ("-2", "0.5", "1", "ham", "spam")
+    rows = [{"text": "a", "label": 1}, {"text": "b", "label": 1.0}, {"text": "c", "label": "1"}]
+    (tmp_path / "b.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert read_labelled(tmp_path / "b.jsonl").class_names == ("1",)
+
+
+@pytest.mark.parametrize(
+    "name, content",
+    [
+        ("a.jsonl", '{"text": "a", "label": 1}\n{"text": "b", "label": NaN}\n'),
+        ("a.jsonl", '{"text": "a", "label": 1}\n{"text": "b", "label": -Infinity}\n'),
+        ("a.csv", "text,label\nb,nan\na,1\n"),
+        ("a.csv", "text,label\nb, inf\na,1\n"),
+    ],
+)
+def test_nan_and_infinite_labels_are_refused_naming_the_line(tmp_path, name, content):
+    path = tmp_path / name
+    path.write_text(content)
+    with pytest.raises(ValueError, match=rf"{name}, line 2: column 'label' is '.*', not a class"):
+        read_labelled(path)
+
+
 @pytest.mark.parametrize(
     "name, content, options, message",
     [

@@ -325,6 +325,29 @@ def test_wrong_shape_is_named(tmp_path):
         bert_from_pretrained(tmp_path)
 
 
+def test_integer_or_non_finite_weights_are_refused_naming_the_tensor(tmp_path):
+    name = "bert.encoder.layer.0.attention.self.key.weight"
+    weights = tiny_weights()
+    weights[name] = np.ones((8, 8), np.int32)
+    write_checkpoint(tmp_path / "ints", weights=weights)
+    with pytest.raises(ValueError) as error:
+        bert_from_pretrained(tmp_path / "ints")
+    assert str(error.value) == (
+        f"{tmp_path / 'ints' / 'model.safetensors'}: weight "
+        "'encoder.layer.0.attention.self.key.weight' is of dtype int32, where a model's weights "
+        "are floating-point: the file is damaged or not this model's checkpoint."
+    )
+    for bad in (np.nan, -np.inf):
+        weights = tiny_weights()
+        weights["bert.embeddings.LayerNorm.bias"][3] = bad
+        write_checkpoint(tmp_path / "nan", weights=weights)
+        with pytest.raises(
+            ValueError,
+            match=r"weight 'embeddings\.LayerNorm\.bias' holds 1 NaN or infinite value\(s\) of 8",
+        ):
+            bert_from_pretrained(tmp_path / "nan")
+
+
 def test_vocabulary_size_mismatch_is_named(tmp_path):
     write_checkpoint(tmp_path, weights=tiny_weights({**TINY, "vocab_size": 25}))
     (tmp_path / "config.json").write_text(json.dumps(TINY))
