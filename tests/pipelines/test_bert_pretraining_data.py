@@ -248,22 +248,6 @@ def test_seeds_and_epochs_change_the_masks(comedies, bert_tokenizer):
     assert not np.array_equal(first[0]["token_ids"], second[0]["token_ids"])
 
 
-def test_two_input_pipelines_read_disjoint_shards(comedies, bert_tokenizer):
-    pipe = BertPretraining(bert_tokenizer, seq_len=SEQ_LEN, objective="sop", seed=4)
-    examples = []
-    for pipeline_id in range(2):
-        context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=pipeline_id)
-        batches = take(
-            pipe.dataset(
-                comedies, batch_size=16, epochs=1, input_context=context, drop_remainder=False
-            ),
-            1000,
-        )
-        rows = {row.tobytes() for features, labels in batches for row in restore(features, labels)}
-        examples.append(rows)
-    assert examples[0] and examples[1] and not examples[0] & examples[1]
-
-
 def test_whole_word_and_ngram_options_reach_the_masker(comedies, bert_tokenizer):
     pipe = BertPretraining(
         bert_tokenizer, seq_len=SEQ_LEN, objective="sop", seed=4, whole_word=True, max_ngram=3
