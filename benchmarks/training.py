@@ -187,7 +187,7 @@ def main():
         pipes[objective] = BertPretraining(
             tokenizer, seq_len=LENGTH, objective=objective, seed=0, config=config
         )
-        dataset = pipes[objective].dataset(corpus, BATCH, shuffle_buffer=BATCH * NUM_BATCHES)
+        dataset = pipes[objective].dataset(corpus, BATCH)
         batches[objective] = [(x, y, None) for x, y in dataset.take(NUM_BATCHES)]
     keras_hub_batches = [
         ({name: x[name] for name in KERAS_HUB_INPUTS}, y["mask_ids"], y["mask_weights"])

@@ -211,23 +211,26 @@ class BertPretraining(EncoderPipeline):
         batch_size,
         epochs=None,
         input_context=None,
+        start=None,
         drop_remainder=True,
-        shuffle_buffer=1024,
     ):
-        """Pretraining batches from `corpus`, as `(features, labels)`.
+        """Pretraining batches from `corpus`, as `(features, labels)`, from the seekable stream
+        (see `lmpipe.datasets.examples.stream`): the features include `stream_position`, int64
+        `[B, 3]`, each example's (epoch, window, offset).
 
         Args:
             corpus: a `TextCorpus`, or a `TokenizedCorpus` written with the same tokenizer.
             batch_size: examples per batch (per replica when given an `input_context`).
             epochs: passes over the corpus; None repeats forever. Every pass draws new pairs
                 and new masks.
-            input_context: a `tf.distribute.InputContext`; each input pipeline reads its own
-                shard of the corpus.
+            input_context: a `tf.distribute.InputContext`; every input pipeline reads the one
+                global order and keeps its replicas' share of each global batch.
+            start: a `StreamPosition` to start at, such as `StreamPosition.after(batch)` to
+                continue after a batch (None: the beginning).
             drop_remainder: drop the last incomplete batch (static batch shapes).
-            shuffle_buffer: number of examples shuffled together.
         """
         check_positive_int("batch_size", batch_size)
-        self._check_corpus(corpus, input_context)
+        self._check_corpus(corpus)
         return bert_examples(
             corpus,
             self.tokenizer,
@@ -239,17 +242,18 @@ class BertPretraining(EncoderPipeline):
             input_context=input_context,
             epochs=epochs,
             short_seq_prob=self.options.short_seq_prob,
-            shuffle_buffer=shuffle_buffer,
+            start=start,
             drop_remainder=drop_remainder,
         )
 
     def check_data(self, corpus, name="data"):
-        self._check_corpus(corpus, None)
+        self._check_corpus(corpus)
         return corpus
 
-    def training_batches(self, corpus, per_replica, input_context):
-        self._check_corpus(corpus, input_context)
-        return self.dataset(corpus, per_replica, input_context=input_context)
+    def training_batches(self, corpus, per_replica, input_context, start=None):
+        """The endless training batches of one input pipeline, from `start` (a
+        `StreamPosition`; None: the beginning) on."""
+        return self.dataset(corpus, per_replica, input_context=input_context, start=start)
 
     # Evaluation -------------------------------------------------------------------------------
 
@@ -326,19 +330,11 @@ class BertPretraining(EncoderPipeline):
         """The trained encoder (a functional `keras.Model`), for fine-tuning or serving."""
         return self.require_model().encoder
 
-    def _check_corpus(self, corpus, input_context):
-        num_pipelines = 1 if input_context is None else input_context.num_input_pipelines
-        objective = self.options.objective
-        needed = 2 * num_pipelines if objective == "nsp" else num_pipelines
-        if len(corpus) < needed:
+    def _check_corpus(self, corpus):
+        if self.options.objective == "nsp" and len(corpus) < 2:
             raise ValueError(
-                f"The corpus has {len(corpus)} document(s); objective {objective!r} with "
-                f"{num_pipelines} input pipeline(s) needs at least {needed}"
-                + (
-                    " (NSP draws its random second segment from another document)."
-                    if objective == "nsp"
-                    else "."
-                )
+                f"The corpus has {len(corpus)} document(s); objective 'nsp' needs at least 2 "
+                "(NSP draws its random second segment from another document)."
             )
 
     # Inference --------------------------------------------------------------------------------

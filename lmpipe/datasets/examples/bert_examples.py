@@ -1,15 +1,18 @@
-"""Raw documents to finished BERT/ALBERT pretraining batches, online in tf.data.
+"""Raw documents to finished BERT/ALBERT pretraining batches, online in tf.data, on the
+seekable stream (`lmpipe.datasets.examples.stream`).
 
-documents -> groups of documents -> WordPiece (one call per group) -> sentence pairs cut in
-the graph (`sentence_pairs.pair_spans`) -> `[CLS] A [SEP] B [SEP]` packing -> shuffle ->
-batch -> masked-LM masking per batch -> `(features, labels)`.
+A window of documents (the stream's unit) -> WordPiece (one call per window) -> sentence pairs
+cut in the graph (`sentence_pairs.pair_spans`, the window's documents the pool of NSP's random
+B) -> `[CLS] A [SEP] B [SEP]` packing -> masked-LM masking of all the window's examples at once
+-> the window's examples in the stream's keyed order -> batches of consecutive examples ->
+`(features, labels)`, `stream_position` among the features.
 
-Randomness: every random choice comes from stateless ops keyed by `seed`, the input
-pipeline's id and a running counter of groups (for pairs) or batches (for masks), and the
-shuffles are stateless too (`lmpipe.datasets.corpora.shuffling`): TensorFlow's global seed plays no
-part. The same seed therefore gives identical batches in any process; each epoch (each
-repetition of the corpus) advances the counters and draws new pairs and new masks; each input
-pipeline reads its own shard and uses its own seeds.
+Randomness: every random choice (short target lengths, pair cuts, NSP's other document, SOP
+swaps, truncation sides, masks) comes from stateless ops keyed by the window's key (the seed,
+the epoch and the window), one key per purpose. A window's examples are therefore a pure
+function of (seed, corpus, epoch, window): the same seed gives identical batches in any process
+and for any number of input pipelines, each epoch draws new pairs and new masks, and the stream
+restarts at any example without building the ones before it.
 """
 
 import tensorflow as tf
@@ -22,13 +25,14 @@ from lmpipe.contract import (
     PADDING_MASK,
     SEGMENT_IDS,
     SOP_LABELS,
+    STREAM_POSITION,
     TOKEN_IDS,
 )
-from lmpipe.datasets.corpora.sharding import pipeline_position
-from lmpipe.datasets.corpora.shuffling import by_epoch, epoch_documents, graph_code, window_shuffle
+from lmpipe.datasets.corpora.shuffling import graph_code, key_of
 from lmpipe.datasets.examples import packing
 from lmpipe.datasets.examples.packing import pack_segments
 from lmpipe.datasets.examples.sentence_pairs import gather_spans, pair_spans
+from lmpipe.datasets.examples.stream import DEFAULT_WINDOW_SIZE, stream_batches, stream_examples
 
 # What the pair stage calls each objective, and the name of its label in the batch.
 PAIR_MODES = {"nsp": "nsp", "sop": "sop", "mlm": "single"}
@@ -83,6 +87,82 @@ def _tokenize_group(tokenizer, documents):
     return tokens, tf.gather(ids, keep)
 
 
+def bert_window_examples(tokenizer, *, seq_len, objective, masker, short_seq_prob=0.1):
+    """The stream's `window_examples` for BERT/ALBERT: `(documents, key) -> {name: [N, ...]}`.
+
+    The window's documents are tokenized, cut into pairs (or single segments) with the window
+    as the pool of NSP's other documents, packed, and all masked in one call of `masker`. A
+    window without a token gives no example (N = 0).
+
+    Args:
+        tokenizer: a `WordPieceTokenizer` (or `SentencePieceTokenizer`).
+        seq_len: length of every example, special tokens included.
+        objective: "nsp", "sop" or "mlm".
+        masker: a `MaskedLMMasker`.
+        short_seq_prob: probability that a document gets a shorter target length.
+
+    Returns:
+        The function; its dict holds the features `token_ids`, `segment_ids`, `padding_mask`
+        int32 `[N, seq_len]`, `mask_positions` int32 `[N, P]` and the labels `mask_ids` int32,
+        `mask_weights` float32 `[N, P]` and `nsp_labels` or `sop_labels` int32 `[N]`.
+    """
+    mode = PAIR_MODES[objective]
+    label_name = LABEL_NAMES[objective]
+    max_num_tokens = seq_len - special_token_count(objective)
+
+    def cut_pack_and_mask(tokens, ids, key):
+        spans = pair_spans(
+            tokens,
+            ids,
+            tf.shape(ids)[0],
+            key_of(key, "pairs"),
+            mode,
+            max_num_tokens,
+            short_seq_prob,
+        )
+        flat = tokens.flat_values
+        segments = [gather_spans(flat, spans["a_start"], spans["a_end"])]
+        if mode != "single":
+            segments.append(gather_spans(flat, spans["b_start"], spans["b_end"]))
+        packed = pack_segments(tokenizer, segments, seq_len)
+        masked = masker(packed[TOKEN_IDS], key_of(key, "mask"))
+        examples = {
+            TOKEN_IDS: masked[TOKEN_IDS],
+            SEGMENT_IDS: packed[SEGMENT_IDS],
+            PADDING_MASK: packed[PADDING_MASK],
+            MASK_POSITIONS: masked[MASK_POSITIONS],
+            MASK_IDS: masked[MASK_IDS],
+            MASK_WEIGHTS: masked[MASK_WEIGHTS],
+        }
+        if label_name is not None:
+            examples[label_name] = spans["label"]
+        return examples
+
+    def no_example():
+        # The shapes and dtypes of `cut_pack_and_mask`'s, with no row.
+        tokens = tf.zeros([0, seq_len], tf.int32)
+        lists = tf.zeros([0, masker.max_predictions], tf.int32)
+        examples = {
+            TOKEN_IDS: tokens,
+            SEGMENT_IDS: tokens,
+            PADDING_MASK: tokens,
+            MASK_POSITIONS: lists,
+            MASK_IDS: lists,
+            MASK_WEIGHTS: tf.zeros([0, masker.max_predictions], tf.float32),
+        }
+        if label_name is not None:
+            examples[label_name] = tf.zeros([0], tf.int32)
+        return examples
+
+    def window_examples(documents, key):
+        tokens, ids = _tokenize_group(tokenizer, documents)
+        # A window whose documents all lack tokens (text of only whitespace or control
+        # characters) cannot be cut: it gives no example.
+        return tf.cond(tf.size(ids) > 0, lambda: cut_pack_and_mask(tokens, ids, key), no_example)
+
+    return window_examples
+
+
 def bert_examples(
     corpus,
     tokenizer,
@@ -95,11 +175,12 @@ def bert_examples(
     input_context=None,
     epochs=None,
     short_seq_prob=0.1,
-    group_size=64,
-    shuffle_buffer=1024,
+    window_size=DEFAULT_WINDOW_SIZE,
+    start=None,
     drop_remainder=True,
 ):
-    """A `tf.data.Dataset` of BERT/ALBERT pretraining batches `(features, labels)`.
+    """A `tf.data.Dataset` of BERT/ALBERT pretraining batches `(features, labels)`, from the
+    seekable stream.
 
     Args:
         corpus: a `TextCorpus`, or a `TokenizedCorpus` (offline mode: already tokenized).
@@ -107,111 +188,46 @@ def bert_examples(
         seq_len: length of every example, special tokens included.
         objective: "nsp" (BERT), "sop" (ALBERT) or "mlm" (one segment, masked LM only).
         masker: a `MaskedLMMasker` for the masked-LM predictions.
-        batch_size: examples per batch (per input pipeline).
+        batch_size: examples per batch (per replica with an `input_context`).
         seed: int seed of every random choice.
-        input_context: a `tf.distribute.InputContext`: which shard to read.
+        input_context: a `tf.distribute.InputContext`: which replicas' share of every global
+            batch this input pipeline keeps (every pipeline reads the one global order).
         epochs: number of passes over the corpus; None repeats forever.
         short_seq_prob: probability that a document gets a shorter target length (BERT:
             0.1), drawn once per document and epoch.
-        group_size: documents cut into pairs together (and candidates for NSP's random B).
-        shuffle_buffer: examples shuffled together before batching.
+        window_size: documents read together: cut into pairs together (the candidates for
+            NSP's random B), and whose examples are shuffled together.
+        start: a `StreamPosition` to start at (None: the beginning).
         drop_remainder: drop a last incomplete batch (static shapes for distribution).
 
     Returns:
         A dataset of `(features, labels)`: features `token_ids`, `segment_ids`,
-        `padding_mask` int32 `[B, seq_len]` and `mask_positions` int32 `[B, P]`; labels
-        `mask_ids` int32 `[B, P]`, `mask_weights` float32 `[B, P]`, and `nsp_labels` or
-        `sop_labels` int32 `[B]` for those objectives.
+        `padding_mask` int32 `[B, seq_len]`, `mask_positions` int32 `[B, P]` and
+        `stream_position` int64 `[B, 3]`; labels `mask_ids` int32 `[B, P]`, `mask_weights`
+        float32 `[B, P]`, and `nsp_labels` or `sop_labels` int32 `[B]` for those objectives.
     """
     if objective not in PAIR_MODES:
         raise ValueError(f"`objective` must be one of {sorted(PAIR_MODES)}, got {objective!r}.")
     check_objective_sequence_length(seq_len, objective)
-    _, pipeline_id = pipeline_position(input_context)
-    mode = PAIR_MODES[objective]
-    max_num_tokens = seq_len - special_token_count(objective)
-    pipeline_seed = tf.random.experimental.stateless_fold_in(
-        tf.constant([seed, 0], tf.int64), pipeline_id
-    )
-    pair_seed = tf.random.experimental.stateless_fold_in(pipeline_seed, 1)
-    mask_seed = tf.random.experimental.stateless_fold_in(pipeline_seed, 2)
-
     if hasattr(corpus, "check_tokenizer"):
         corpus.check_tokenizer(tokenizer)
-
-    # All the documents of an in-memory corpus are shuffled every epoch.
-    documents = by_epoch(epoch_documents(corpus, input_context, seed, pipeline_seed), epochs)
-    groups = documents.ragged_batch(group_size).enumerate()
-
-    def tokenize(index, sentences):
-        tokens, ids = _tokenize_group(tokenizer, sentences)
-        return index, tokens, ids
-
-    groups = groups.map(graph_code(tokenize), num_parallel_calls=tf.data.AUTOTUNE)
-    # A group whose documents all lack tokens gives no example (and could not be cut). The
-    # groups keep their index, so the seeds of the others do not change.
-    groups = groups.filter(lambda index, tokens, ids: tf.size(ids) > 0)
-
-    # The pool of other documents for NSP: the previous group and the current one. The scan
-    # carries the previous group as the dense parts of its RaggedTensor.
-    def components(tokens):
-        return (tokens.flat_values, *tokens.nested_row_splits)
-
-    def from_components(values, document_splits, sentence_splits):
-        return tf.RaggedTensor.from_nested_row_splits(values, (document_splits, sentence_splits))
-
-    empty_group = (
-        (tf.zeros([0], tf.int32), tf.zeros([1], tf.int64), tf.zeros([1], tf.int64)),
-        tf.zeros([0], tf.int64),
+    window_examples = bert_window_examples(
+        tokenizer,
+        seq_len=seq_len,
+        objective=objective,
+        masker=masker,
+        short_seq_prob=short_seq_prob,
     )
-
-    def with_previous_group(previous, group):
-        index, tokens, ids = group
-        previous_tokens = from_components(*previous[0])
-        pool = tf.concat([previous_tokens, tokens], axis=0), tf.concat([previous[1], ids], 0)
-        return (components(tokens), ids), (index, pool, tf.shape(ids)[0])
-
-    if mode == "nsp":
-        groups = groups.scan(empty_group, with_previous_group)
-    else:
-        groups = groups.map(lambda index, tokens, ids: (index, (tokens, ids), tf.shape(ids)[0]))
-
-    def cut_and_pack(index, pool, num_current):
-        tokens, ids = pool
-        seed_for_group = tf.random.experimental.stateless_fold_in(pair_seed, index)
-        spans = pair_spans(
-            tokens, ids, num_current, seed_for_group, mode, max_num_tokens, short_seq_prob
-        )
-        flat = tokens.flat_values
-        segments = [gather_spans(flat, spans["a_start"], spans["a_end"])]
-        if mode != "single":
-            segments.append(gather_spans(flat, spans["b_start"], spans["b_end"]))
-        example = pack_segments(tokenizer, segments, seq_len)
-        example["pair_label"] = spans["label"]
-        return example
-
-    examples = groups.map(graph_code(cut_and_pack), num_parallel_calls=tf.data.AUTOTUNE).unbatch()
-    examples = window_shuffle(
-        examples, shuffle_buffer, seed=tf.random.experimental.stateless_fold_in(pipeline_seed, 3)
+    examples = stream_examples(
+        corpus, window_examples, seed=seed, window_size=window_size, start=start, epochs=epochs
     )
-    batches = examples.batch(batch_size, drop_remainder=drop_remainder).enumerate()
-
-    label_name = LABEL_NAMES[objective]
-
-    def mask(index, example):
-        masked = masker(
-            example[TOKEN_IDS], tf.random.experimental.stateless_fold_in(mask_seed, index)
-        )
-        features = {
-            TOKEN_IDS: masked[TOKEN_IDS],
-            SEGMENT_IDS: example[SEGMENT_IDS],
-            PADDING_MASK: example[PADDING_MASK],
-            MASK_POSITIONS: masked[MASK_POSITIONS],
-        }
-        labels = {MASK_IDS: masked[MASK_IDS], MASK_WEIGHTS: masked[MASK_WEIGHTS]}
-        if label_name is not None:
-            labels[label_name] = example["pair_label"]
-        return features, labels
-
-    return batches.map(graph_code(mask), num_parallel_calls=tf.data.AUTOTUNE).prefetch(
-        tf.data.AUTOTUNE
+    batches = stream_batches(examples, batch_size, input_context, drop_remainder=drop_remainder)
+    labels = (MASK_IDS, MASK_WEIGHTS) + (
+        (LABEL_NAMES[objective],) if LABEL_NAMES[objective] else ()
     )
+    features = (TOKEN_IDS, SEGMENT_IDS, PADDING_MASK, MASK_POSITIONS, STREAM_POSITION)
+
+    def split(batch):
+        return {name: batch[name] for name in features}, {name: batch[name] for name in labels}
+
+    return batches.map(graph_code(split)).prefetch(tf.data.AUTOTUNE)

@@ -1,9 +1,9 @@
 """Sentence pairs for NSP (BERT) and SOP (ALBERT), and single segments, built in the graph.
 
 The algorithm is BERT's `create_instances_from_document`, run for a whole group of documents
-at once: every iteration of one `tf.while_loop` cuts the next chunk of *every* document of
-the group, so the loop runs as many times as the longest document has chunks, and all the
-work inside is vectorized over the group.
+(a window of the seekable stream) at once: every iteration of one `tf.while_loop` cuts the
+next chunk of *every* document of the group, so the loop runs as many times as the longest
+document has chunks, and all the work inside is vectorized over the group.
 
 A target length is drawn once per document, as BERT does: `max_num_tokens`, or with
 probability `short_seq_prob` a uniform length in [2, max_num_tokens]; every chunk of the
@@ -24,8 +24,9 @@ The pair is then truncated to `max_num_tokens` by removing tokens from the longe
 (ties: from B), each removal from the front or the back with probability 1/2, as BERT's
 `truncate_seq_pair` does. The number of removals and their sides follow in closed form.
 
-Other documents for NSP come from the group and the group before it (the "pool"): a
-document with another text (another id) where the pool has one. When every document of the
+Other documents for NSP come from the documents given with the group (the "pool"; BERT's
+pipeline gives the window itself): a document with another text (another id) where the pool
+has one. When every document of the
 pool has the same text, B comes from another document of the pool all the same (the same
 text, still label 0), and from the document itself when the pool holds no other, as BERT
 does when its ten draws of another document all fail.
