@@ -81,6 +81,10 @@ def test_each_family_dataset_model_and_export_follow_the_contract(name, made, tm
     make, data, _ = made[name]
     pipe = make()
     dataset = pipe.dataset(data, BATCH)
+    features = input_specs(family, **lengths)
+    if family in contract.STREAM_FAMILIES:
+        features[contract.STREAM_POSITION] = contract.stream_position_spec()
+    assert_batches_conform(dataset.element_spec, features, label_specs(family, **lengths))
 
     model = pipe.build_model()
     if name in SUBCLASSED:

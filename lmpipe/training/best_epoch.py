@@ -116,12 +116,12 @@ class KeepBest(keras.callbacks.Callback):
             latest = entries[-1]
             self.best, self.best_epoch = latest["best"], latest["best_epoch"]
             self.wait, self.stopped = latest["wait"], latest["stopped"]
-            self._weights_file = latest["weights"]
+            self._weights_file = latest["weights_file"]
 
     def _write_state(self, epoch):
         step = getattr(self.model, "optimizer", None)
         step = None if step is None else int(step.iterations.numpy())
-        entry = {"epoch": epoch, "step": step, "weights": self._weights_file}
+        entry = {"epoch": epoch, "step": step, "weights_file": self._weights_file}
         entry.update({field: getattr(self, field) for field in _STATE_FIELDS})
         self._entries = [*self._entries, entry][-KEPT_EPOCHS:]
         state = {"monitor": self.monitor, "epochs": self._entries}
@@ -131,7 +131,7 @@ class KeepBest(keras.callbacks.Callback):
         )
         # Only after the state no longer names them: the best weights of epochs no kept
         # state refers to.
-        kept = {entry["weights"] for entry in self._entries}
+        kept = {entry["weights_file"] for entry in self._entries}
         for name in os.listdir(self.directory):
             if name.endswith(".weights.h5") and name not in kept:
                 os.remove(os.path.join(self.directory, name))
@@ -210,19 +210,19 @@ def weights_file(epoch):
 def _legacy_entry(state):
     """An entry of the state of a state.json that kept one epoch's state and no step."""
     entry = {field: state[field] for field in _STATE_FIELDS}
-    return {"epoch": None, "step": None, "weights": LEGACY_WEIGHTS_FILE, **entry}
+    return {"epoch": None, "step": None, "weights_file": LEGACY_WEIGHTS_FILE, **entry}
 
 
 def _read_entry(entry):
     """One epoch's state from state.json, with the types checked (ValueError, TypeError)."""
     step = entry["step"]
-    weights = entry["weights"]
+    weights = entry["weights_file"]
     if not isinstance(weights, str) or os.path.basename(weights) != weights:
         raise ValueError(f"`weights` must be a file name in best/, got {weights!r}")
     return {
         "epoch": entry["epoch"],
         "step": None if step is None else int(step),
-        "weights": weights,
+        "weights_file": weights,
         "best": float(entry["best"]),
         "best_epoch": int(entry["best_epoch"]),
         "wait": int(entry["wait"]),

@@ -9,6 +9,7 @@ rebuilt to get there, and the global batches from there on are those of an unint
 
 import tensorflow as tf
 
+from lmpipe.contract import STREAM_POSITION
 from lmpipe.datasets.examples.stream import StreamPosition
 
 NOT_RECORDED = -1
@@ -26,7 +27,7 @@ class StreamState:
         self.position = tf.Variable(
             tf.fill([3], tf.constant(NOT_RECORDED, tf.int64)),
             trainable=False,
-            name="stream_position",
+            name=STREAM_POSITION,
             aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
         )
         self.saved_replicas = tf.Variable(

@@ -49,7 +49,7 @@ def test_the_best_epoch_is_restored_and_patience_stops(tmp_path, capsys):
     assert state["epochs"][-1] == {
         "epoch": 3,
         "step": None,  # the model has no optimizer
-        "weights": "epoch-2.weights.h5",
+        "weights_file": "epoch-2.weights.h5",
         "best": 0.5,
         "best_epoch": 1,
         "wait": 2,

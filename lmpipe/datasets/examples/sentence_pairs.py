@@ -28,8 +28,10 @@ Other documents for NSP come from the documents given with the group (the "pool"
 pipeline gives the window itself): a document with another text (another id) where the pool
 has one. When every document of the
 pool has the same text, B comes from another document of the pool all the same (the same
-text, still label 0), and from the document itself when the pool holds no other, as BERT
-does when its ten draws of another document all fail.
+text, still label 0). A pool of one document (an epoch's last window may hold one) has no
+other: its chunks are all real next pairs (label 1), and a one-sentence chunk, which has no
+next part, makes no example. (BERT takes B from the document itself then, labelled 0, when its
+ten draws of another document all fail: a wrong label, which its corpus-wide pool makes rare.)
 """
 
 import tensorflow as tf
@@ -107,8 +109,8 @@ def pair_spans(
     target = tf.where(short, short_target, max_num_tokens)  # [G]
     if objective == "nsp":
         # Another document for every chunk: uniform over the pool's documents whose id differs
-        # from the current one; failing that, over the pool's other documents; failing that,
-        # the document itself. Drawn up front, one column per loop step (a document has at
+        # from the current one; failing that, over the pool's other documents (with none, the
+        # draw is not used: see `has_other`). Drawn up front, one column per loop step (a document has at
         # most one chunk per sentence).
         other_text = tf.not_equal(tf.gather(pool_ids, current)[:, None], pool_ids[None, :])
         other_index = tf.not_equal(current[:, None], tf.range(num_pool)[None, :])  # [G, D]
@@ -116,6 +118,7 @@ def pair_spans(
         def where_any(preferred, fallback):
             return tf.where(tf.reduce_any(preferred, axis=1, keepdims=True), preferred, fallback)
 
+        has_other = tf.reduce_any(other_index, axis=1)  # [G]
         allowed = where_any(other_text, where_any(other_index, tf.ones_like(other_index)))
         logits = tf.where(allowed, 0.0, float("-inf"))  # [G, D]
         other_document = tf.cast(
@@ -148,6 +151,9 @@ def pair_spans(
             random_next = tf.logical_or(
                 num_sentences == 1, tf.random.stateless_uniform(shape, draw[3]) < 0.5
             )
+            # Without another document, no random next: a one-sentence chunk makes nothing.
+            random_next = tf.logical_and(random_next, has_other)
+            active = tf.logical_and(active, tf.logical_or(random_next, num_sentences >= 2))
             other = tf.gather(other_document, tf.minimum(step, max_steps - 1), axis=1)
             other_first = tf.gather(sentence_splits, other)
             other_end = tf.gather(sentence_splits, other + 1)

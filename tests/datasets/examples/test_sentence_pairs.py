@@ -261,7 +261,7 @@ def test_sop_skips_a_lone_one_token_sentence_and_ends():
     assert pair == [(0, 3), (3, 5)]  # [10, 11, 12] and [13, 14]; [15] and [16] are left out
 
 
-def test_nsp_takes_b_from_another_text_else_another_copy_else_itself(pool):
+def test_nsp_takes_b_from_another_text_else_another_copy_else_makes_true_pairs(pool):
     tokens, _ = pool
     starts, document_of = sentence_index(tokens)
     count = int(tokens.nrows())
@@ -279,9 +279,20 @@ def test_nsp_takes_b_from_another_text_else_another_copy_else_itself(pool):
     # Every document the same text (the pool that used to stop training): B from another copy.
     own, other = b_documents([7] * count, [2, 5])
     assert len(own) > 50 and np.all(own != other)
-    # A pool of one document: B from the document itself, still label 0.
+    # A pool of one document (an epoch's last window may be one): no other document to take
+    # a random B from, so only true pairs, B right after A (BERT would label B from the
+    # document itself 0).
     single = tokens[:1]
     spans = pair_spans(
-        single, tf.constant([3], tf.int64), 1, tf.constant([3, 5]), "nsp", MAX_TOKENS
+        single,
+        tf.constant([3], tf.int64),
+        1,
+        tf.constant([3, 5]),
+        "nsp",
+        MAX_TOKENS,
+        truncate=False,
     )
-    assert (spans["label"].numpy() == 0).sum() > 5
+    labels = spans["label"].numpy()
+    assert len(labels) > 5 and (labels == 1).all()
+    np.testing.assert_array_equal(spans["b_start"].numpy(), spans["a_end"].numpy())
+    assert (spans["b_end"].numpy() > spans["b_start"].numpy()).all()
