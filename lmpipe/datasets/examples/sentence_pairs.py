@@ -110,8 +110,8 @@ def pair_spans(
     if objective == "nsp":
         # Another document for every chunk: uniform over the pool's documents whose id differs
         # from the current one; failing that, over the pool's other documents (with none, the
-        # draw is not used: see `has_other`). Drawn up front, one column per loop step (a document has at
-        # most one chunk per sentence).
+        # draw is not used: see `has_other`). Drawn up front, one column per loop step (a
+        # document has at most one chunk per sentence).
         other_text = tf.not_equal(tf.gather(pool_ids, current)[:, None], pool_ids[None, :])
         other_index = tf.not_equal(current[:, None], tf.range(num_pool)[None, :])  # [G, D]
 
