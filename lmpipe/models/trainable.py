@@ -121,6 +121,9 @@ class TrainingSteps:
         object.__setattr__(self, "_replica_forward", forward)
 
     def __call__(self, *args, **kwargs):
+        if args and isinstance(args[0], dict) and STREAM_POSITION in args[0]:
+            # A batch of the stream given as it is: its addresses are no input.
+            args = ({k: v for k, v in args[0].items() if k != STREAM_POSITION}, *args[1:])
         forward = self.__dict__.get("_replica_forward")
         if forward is not None and kwargs.get("training") is True and _in_replica_of_many():
             return forward(*args, **kwargs)

@@ -165,3 +165,25 @@ def test_the_compiled_masker_and_tensorflows_ops_give_the_same_batches(scenes, b
     with kernels.ops_only():
         ops = take(pipe.dataset(scenes, batch_size=16), 3)
     assert_same_batches(ops, compiled)
+
+
+def test_a_model_called_on_a_stream_batch_as_it_is_ignores_its_positions(scenes, bert_tokenizer):
+    """`model(features)` of a dataset's batch: `stream_position` is no input (a functional
+    model given a key too many could otherwise take its inputs in another order)."""
+    from lmpipe.models import BertConfig
+
+    config = BertConfig.tiny(
+        vocabulary_size=bert_tokenizer.vocabulary_size,
+        hidden_dim=32,
+        num_heads=2,
+        intermediate_dim=64,
+        max_sequence_length=SEQ_LEN,
+    )
+    pipe = BertPretraining(bert_tokenizer, seq_len=SEQ_LEN, objective="nsp", seed=7, config=config)
+    model = pipe.build_model()
+    features, _ = next(iter(pipe.dataset(scenes, 4)))
+    without = {name: value for name, value in features.items() if name != "stream_position"}
+    for got, want in zip(
+        tf.nest.flatten(model(features)), tf.nest.flatten(model(without)), strict=True
+    ):
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
