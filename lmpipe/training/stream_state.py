@@ -9,7 +9,7 @@ rebuilt to get there, and the global batches from there on are those of an unint
 
 import tensorflow as tf
 
-from lmpipe.datasets.examples.stream import StreamPosition
+from lmpipe.datasets.examples.stream_position import MixturePosition, StreamPosition
 
 NOT_RECORDED = -1
 
