@@ -327,9 +327,10 @@ class TrainingCheckpoint(RunCheckpoints):
         strategy: the distribution strategy the model was built in.
         run_config: a JSON-serializable dict describing the model; it must match on resume.
         max_to_keep: number of checkpoints kept.
-        stream_state: `{name: variable}`, the seekable stream's position and the replicas
-            that trained it (see `lmpipe.training.stream_state`), or None. A checkpoint
-            written before lmpipe kept it restores without it (`lacking` names it).
+        stream_state: `{name: {name: variable}}`, the seekable stream's position and the
+            replicas that trained it (`StreamState.checkpointed`, see
+            `lmpipe.training.stream_state`), or None. A checkpoint written before lmpipe kept
+            an entry restores without it (`lacking` names it).
     """
 
     def __init__(self, directory, model, strategy, run_config, max_to_keep=3, stream_state=None):
@@ -355,7 +356,7 @@ class TrainingCheckpoint(RunCheckpoints):
             run_config,
             steps=lambda: int(model.optimizer.iterations.numpy()),
             max_to_keep=max_to_keep,
-            optional=None if stream_state is None else {"stream": stream_state},
+            optional=stream_state,
         )
 
     def save(self):
