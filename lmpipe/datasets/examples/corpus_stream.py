@@ -16,23 +16,9 @@ def window_key(seed, epoch, window):
 
 
 def corpus_examples(corpus, window_examples, *, seed, window_size, start=None, epochs=None):
-    """The stream of one corpus's examples, one by one, from `start` on (see `stream_examples`).
-
-    Args:
-        corpus: a `TextCorpus` or `TokenizedCorpus`.
-        window_examples: `(documents, key) -> {name: [N, ...] tensor}`, the family's examples
-            of a window's documents (`[G, (sentences)]` strings, or `[G, (sentences),
-            (tokens)]` int32 ids), every random draw keyed by `key` (a `[2]` int64 tensor);
-            `N` may be 0. Traced as graph code (no AutoGraph).
-        seed: the int seed of the stream.
-        window_size: documents per window.
-        start: a `StreamPosition` (None: the beginning).
-        epochs: the number of epochs (passes over the corpus), or None to go on forever.
-
-    Returns:
-        A `tf.data.Dataset` of `{name: tensor}` examples, each with `stream_position` int64
-        `[3]`.
-    """
+    """The stream of one corpus's examples, one by one, from `start` on: `stream_examples`
+    for a `TextCorpus` or `TokenizedCorpus` (see its arguments), `start` a `StreamPosition`.
+    Each example's `stream_position` is int64 `[3]`."""
     check_positive_int("window_size", window_size)
     start = StreamPosition() if start is None else start
     if not isinstance(start, StreamPosition):
