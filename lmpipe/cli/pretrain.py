@@ -298,8 +298,6 @@ def run(arguments):
         jit_compile={"on": True, "off": False, "auto": "auto"}[arguments.xla],
         **runs.fit_options(arguments, strategy),
     )
-    trained = int(arguments.steps // arguments.epochs * arguments.epochs) * arguments.batch_size
-    runs.print_shares(corpus, 0, trained, f"the {trained:,} examples of this run's steps")
     pipe = runs.save_after_fit(pipe, strategy, arguments.out)
     if pipe is None:
         return 0

@@ -143,6 +143,14 @@ class CorpusMixture:
         """The sentences of all sources (of those that count them)."""
         return sum(getattr(corpus, "num_sentences", 0) for corpus in self.sources)
 
+    def fingerprint(self):
+        """What identifies the mixture as it is now (see `TextCorpus.fingerprint`): its
+        sources' fingerprints, weights and chunk size; None when a source has none."""
+        sources = [getattr(corpus, "fingerprint", lambda: None)() for corpus in self.sources]
+        if any(source is None for source in sources):
+            return None
+        return {"sources": sources, "weights": list(self.weights), "chunk_size": self.chunk_size}
+
     def iter_documents(self):
         """Every source's documents, source after source (for vocabulary learning)."""
         for corpus in self.sources:

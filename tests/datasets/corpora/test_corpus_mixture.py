@@ -84,3 +84,18 @@ def test_iter_documents_reads_every_source_for_vocabulary_learning():
     a, b = _corpus("a", 2), _corpus("b", 1)
     documents = list(CorpusMixture([(a, 0.5), (b, 0.5)]).iter_documents())
     assert documents == [*a.iter_documents(), *b.iter_documents()]
+
+
+def test_a_mixture_of_file_corpora_has_a_fingerprint(tmp_path):
+    for name in ("a.txt", "b.txt"):
+        (tmp_path / name).write_text(f"{name} one .\n{name} two .\n")
+    a = TextCorpus.from_files(str(tmp_path / "a.txt"))
+    b = TextCorpus.from_files(str(tmp_path / "b.txt"))
+    fingerprint = CorpusMixture([(a, 1), (b, 3)], chunk_size=8).fingerprint()
+    assert fingerprint == {
+        "sources": [a.fingerprint(), b.fingerprint()],
+        "weights": [0.25, 0.75],
+        "chunk_size": 8,
+    }
+    # In memory (no fingerprint) in one source: none for the mixture.
+    assert CorpusMixture([(a, 1), (_corpus("c", 2), 1)]).fingerprint() is None
