@@ -119,8 +119,12 @@ def mixture_examples(mixture, window_examples, *, seed, window_size, start=None,
             f"`start` has {len(start.sources)} sources and the mixture {count}: it is another "
             "mixture's position."
         )
-    sources = [
-        corpus_examples(
+    chunk = schedule.chunk_size
+    first_chunk, within = divmod(start.index, chunk)
+    first_source = int(schedule.source_of(start.index))
+    sources = []
+    for k, (corpus, position) in enumerate(zip(mixture.sources, start.sources, strict=True)):
+        examples = corpus_examples(
             corpus,
             window_examples,
             seed=source_seed(seed, k),
@@ -128,15 +132,19 @@ def mixture_examples(mixture, window_examples, *, seed, window_size, start=None,
             start=position,
             epochs=epochs,
         )
-        for k, (corpus, position) in enumerate(zip(mixture.sources, start.sources, strict=True))
-    ]
-    chunk = schedule.chunk_size
-    first_chunk, within = divmod(start.index, chunk)
-    choices = (
-        tf.data.Dataset.range(first_chunk, tf.int64.max)
-        .map(lambda j: tf.fill([chunk], schedule.source_of(j * chunk)))
-        .unbatch()
-        .skip(within)
+        if k == first_source and within:
+            # The chunk `start` is in has `chunk - within` of this source's examples left:
+            # they are a first, shorter batch (their windows are read twice, once).
+            left = chunk - within
+            sources.append(
+                examples.take(left).batch(left).concatenate(examples.skip(left).batch(chunk))
+            )
+        else:
+            sources.append(examples.batch(chunk))
+    # Whole chunks go through tf.data's choice and the position scan: per chunk, not per
+    # example, their work is a small share of the examples'.
+    choices = tf.data.Dataset.range(first_chunk, tf.int64.max).map(
+        lambda j: schedule.source_of(j * chunk)
     )
     mixed = tf.data.Dataset.zip(
         tf.data.Dataset.choose_from_datasets(sources, choices, stop_on_empty_dataset=True),
@@ -145,20 +153,22 @@ def mixture_examples(mixture, window_examples, *, seed, window_size, start=None,
     rows = tf.constant([position.as_list() for position in start.sources], tf.int64)
 
     def positioned(state, element):
-        index, rows = state
-        example, source = element
-        own = example[STREAM_POSITION]  # [3]
-        rows = tf.tensor_scatter_nd_update(rows, source[None, None], own[None])
-        example = dict(example)
-        example[STREAM_POSITION] = tf.concat(
-            [tf.stack([index, 0, 0])[None], rows], axis=0
-        )  # [1 + K, 3]
-        following = tf.tensor_scatter_nd_add(
-            rows, [[source, 2]], tf.ones([1], tf.int64)
-        )  # the source's next example: one further on
-        return (index + 1, following), example
+        index, rows = state  # the chunk's first example; each source's next, [K, 3]
+        examples, source = element
+        own = examples[STREAM_POSITION]  # [n, 3]
+        count = tf.shape(own, out_type=tf.int64)[0]
+        indices = index + tf.range(count)
+        first_rows = tf.stack([indices, tf.zeros_like(indices), tf.zeros_like(indices)], axis=1)
+        others = tf.tile(rows[None], [count, 1, 1])  # [n, K, 3]
+        mine = tf.one_hot(source, tf.shape(rows)[0], on_value=True, off_value=False)
+        positions = tf.where(mine[None, :, None], own[:, None, :], others)
+        examples = dict(examples)
+        examples[STREAM_POSITION] = tf.concat([first_rows[:, None], positions], axis=1)
+        # The source's next example: one after the chunk's last.
+        following = tf.tensor_scatter_nd_update(rows, source[None, None], own[-1:] + [[0, 0, 1]])
+        return (index + count, following), examples  # [n, 1 + K, 3]
 
-    return mixed.scan((tf.constant(start.index, tf.int64), rows), positioned)
+    return mixed.scan((tf.constant(start.index, tf.int64), rows), positioned).unbatch()
 
 
 def realized_shares(mixture, start, stop):
