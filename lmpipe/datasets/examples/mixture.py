@@ -6,11 +6,11 @@
   chunk `j` comes from source `table[j mod PERIOD]`. The table is the sequence of a divisor
   (Sainte-Lague) apportionment of `PERIOD` chunks by the weights: source `k`'s `m`-th chunk
   of a period sits at time `(m + 1/2) / q_k` (`q_k` its chunks per period), chunks in the
-  order of their times. Any `n` consecutive chunks then hold within about one chunk of
+  order of their times. Any `n` consecutive chunks then hold within about two chunks of
   `n * weight` of each source, and the examples before any index are counted from the table
   alone (`MixtureSchedule.counts`), without reading a source.
 - The mixture's example `i` has the `MixturePosition` `(i, next example of each source)`, kept
-  by a scan over the mixed examples: starting at a position starts each source at its row and
+  by a scan over the mixed chunks: starting at a position starts each source at its row and
   the schedule at `i`.
 """
 
