@@ -15,6 +15,8 @@ import glob
 import os
 import sys
 
+from lmpipe.cli.corpus_flags import check_corpus_sources, corpus_sources
+
 HUGGING_FACE_CONFIG = "config.json"
 SAVED_PIPELINE = "pipeline.json"
 BYTE_PAIR_MERGES = "merges.txt"
@@ -33,7 +35,9 @@ def check_paths(arguments):
     def value(name):  # None where the command has no such flag
         return getattr(arguments, name, None)
 
-    _check_glob("--corpus", value("corpus"))
+    check_corpus_sources(value("corpus"))
+    for source in corpus_sources(value("corpus")):
+        _check_glob("--corpus", source.pattern)
     for path in value("pairs") or ():
         _check_file("--pairs", path)
     for flag in ("--vocab", "--train", "--validation", "--test", "--labelled"):

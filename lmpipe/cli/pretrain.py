@@ -4,6 +4,7 @@ then save, evaluate and export."""
 import os
 
 from lmpipe.cli import flags, runs
+from lmpipe.cli.corpus_flags import corpus_source, is_mixture
 from lmpipe.cli.held_out import held_out_documents, validation_documents
 
 FOLDER_GIVES = ("--tokenizer", "--vocab", "--vocab-size", "--cased", "--preset")
@@ -41,6 +42,9 @@ NOT_FOR_WORD2VEC = (
 )
 
 
+FIRST_EXAMPLES = 10_000
+"""The examples a mixture's realized shares are printed over before training."""
+
 HELP = "pretrain BERT, ALBERT, XLNet, GPT or ELMo, then save and export"
 DESCRIPTION = (
     "Pretrain on --corpus (default: the bundled Shakespeare plays). Running the "
@@ -52,7 +56,15 @@ def add_parser(commands, common):
     """Add `lmpipe pretrain` to the `commands` sub-parsers."""
     pretrain = flags.add_verb(commands, "pretrain", common, help=HELP, description=DESCRIPTION)
     pretrain.add_argument("model", choices=[*flags.MODEL_NAMES, "word2vec"])
-    pretrain.add_argument("--corpus", default=None, help="file glob (default: Shakespeare)")
+    pretrain.add_argument(
+        "--corpus",
+        default=None,
+        action="append",
+        type=corpus_source,
+        metavar="PATTERN[:WEIGHT]",
+        help="file glob (default: Shakespeare); repeat it with a weight each to mix corpora "
+        "in those shares of the examples: --corpus wiki.txt:0.7 --corpus 'books/*.txt:0.3'",
+    )
     pretrain.add_argument(
         "--format",
         default="auto",
@@ -199,6 +211,11 @@ def resolve_flags(arguments, argv):
     given = {argument.split("=", 1)[0] for argument in argv if argument.startswith("--")}
     model = arguments.model
     family = PRETRAINING[model].command_line
+    if family.config_class is None and is_mixture(arguments.corpus):
+        raise SystemExit(
+            "error: --corpus is given several times; word2vec reads one corpus (mixtures are "
+            "for the pretraining streams)"
+        )
     if family.config_class is None:  # word2vec
         wrong = [flag for flag in NOT_FOR_WORD2VEC if flag in given]
         if wrong:
@@ -279,6 +296,7 @@ def run(arguments):
 
     whole = runs.read_corpus(arguments.corpus, arguments.format, arguments.max_line_bytes)
     print(whole.describe() if hasattr(whole, "describe") else whole)
+    runs.print_shares(whole, 0, FIRST_EXAMPLES, f"the first {FIRST_EXAMPLES:,} examples")
     corpus, validation = held_out_documents(whole, arguments)
     tokenizer = runs.run_tokenizer(arguments, corpus, chief=is_chief(strategy))
     pipe = pretrained or _pipeline(arguments, tokenizer)

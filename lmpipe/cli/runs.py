@@ -8,6 +8,7 @@ import json
 import os
 
 from lmpipe.cli.cluster import finished_training
+from lmpipe.cli.corpus_flags import corpus_sources
 
 
 def start_strategy(name):
@@ -22,6 +23,21 @@ def start_strategy(name):
 
 
 def read_corpus(pattern, corpus_format, max_line_bytes=None):
+    """The corpus a `--corpus` names: a pattern, the `CorpusSource`s of `pretrain --corpus`
+    (several: a `CorpusMixture` of them in their weights), or None (Shakespeare)."""
+    from lmpipe.datasets import CorpusMixture
+
+    sources = corpus_sources(pattern)
+    if len(sources) <= 1:
+        return _read_files(sources[0].pattern if sources else None, corpus_format, max_line_bytes)
+    corpora = [
+        (_read_files(source.pattern, corpus_format, max_line_bytes), source.weight)
+        for source in sources
+    ]
+    return CorpusMixture(corpora, names=[source.pattern for source in sources])
+
+
+def _read_files(pattern, corpus_format, max_line_bytes):
     from lmpipe.datasets import TextCorpus
     from lmpipe.datasets.corpora.corpus import DEFAULT_MAX_LINE_BYTES
 
@@ -37,6 +53,18 @@ def read_corpus(pattern, corpus_format, max_line_bytes=None):
         raise SystemExit(f"error: {message.replace(' to TextCorpus.from_files', '')}") from None
 
 
+def print_shares(corpus, start, stop, what):
+    """Print each source's share of a mixture's examples `start` to `stop` (nothing for one
+    corpus), as "wiki.txt 70.1% (weight 70.0%)"."""
+    from lmpipe.datasets import CorpusMixture
+    from lmpipe.datasets.examples.mixture import describe_shares
+
+    if isinstance(corpus, CorpusMixture) and stop > start:
+        print(f"The mixture's sources in {what}:")
+        for line in describe_shares(corpus, start, stop).splitlines():
+            print(f"  {line}")
+
+
 TOKENIZER_SOURCE = "source.json"
 """Beside the tokenizer kept in `OUT/tokenizer`: what it (and the run) was made from."""
 
@@ -45,7 +73,7 @@ def _tokenizer_source(arguments):
     """What `OUT/tokenizer` is made from, as the options that say it: a run started again
     in the same `--out` must give the same, or its tokenizer and checkpoints do not fit."""
     return {
-        "corpus": os.path.abspath(arguments.corpus) if arguments.corpus else "shakespeare",
+        "corpus": _corpus_source(arguments.corpus),
         "format": arguments.format,
         "vocab": os.path.abspath(arguments.vocab) if arguments.vocab else None,
         "vocab_size": None if arguments.vocab else arguments.vocab_size,
@@ -53,6 +81,17 @@ def _tokenizer_source(arguments):
         "tokenizer": arguments.tokenizer,
         "pretrained": os.path.abspath(arguments.pretrained) if arguments.pretrained else None,
     }
+
+
+def _corpus_source(corpus):
+    """What `--corpus` names, for `source.json`: one path (as before mixtures), the paths and
+    weights of a mixture, or "shakespeare"."""
+    sources = corpus_sources(corpus)
+    if not sources:
+        return "shakespeare"
+    if len(sources) == 1:
+        return os.path.abspath(sources[0].pattern)
+    return [[os.path.abspath(source.pattern), source.weight] for source in sources]
 
 
 def check_tokenizer_source(arguments):

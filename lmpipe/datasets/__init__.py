@@ -6,6 +6,7 @@ from lmpipe.datasets.bundled.shakespeare_names import TaggedSplits, shakespeare_
 from lmpipe.datasets.bundled.spam_assassin import SpamAssassin, read_spam_assassin
 from lmpipe.datasets.bundled.speaker_questions import shakespeare_speakers
 from lmpipe.datasets.corpora.corpus import FileStats, TextCorpus
+from lmpipe.datasets.corpora.corpus_mixture import CorpusMixture
 from lmpipe.datasets.corpora.parallel_text import ParallelCorpus
 from lmpipe.datasets.corpora.sentences import split_sentences
 from lmpipe.datasets.corpora.shuffling import by_epoch, window_shuffle
@@ -33,6 +34,7 @@ from lmpipe.tokenizers.wordpiece import WordPieceTokenizer
 
 __all__ = [
     "BytePairTokenizer",
+    "CorpusMixture",
     "FileStats",
     "LabelledFile",
     "LabelledSplits",

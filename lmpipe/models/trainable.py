@@ -21,6 +21,27 @@ def without_stream_position(data):
     return (features, *data[1:]), position
 
 
+def _keep_position(model, position):
+    """Assign an example's stream `position` (`[3]`, or a mixture's `[1 + K, 3]`) to the
+    variable `track_stream_position` gave for it, if any."""
+    if position.shape.rank == 1:
+        variable = model.__dict__.get("_stream_position")
+        if variable is not None:
+            variable.assign(position)
+        return
+    variable = model.__dict__.get("_stream_mixture_position")
+    if variable is None:
+        return
+    values = tf.reshape(position, [-1])
+    padding = variable.shape[0] - values.shape[0]
+    if padding < 0:
+        raise ValueError(
+            f"A mixture position of {values.shape[0]} values does not fit the "
+            f"{variable.shape[0]} of the position variable."
+        )
+    variable.assign(tf.pad(values, [[0, padding]], constant_values=-1))
+
+
 def _in_replica_of_many():
     """True inside `strategy.run` of a strategy with several replicas."""
     context = tf.distribute.get_replica_context()  # None in a cross-replica context
@@ -54,19 +75,21 @@ class TrainingSteps:
         # Set without Keras' attribute tracking: a training setting, not state to save.
         object.__setattr__(self, "_accumulation_steps", steps)
 
-    def track_stream_position(self, variable):
+    def track_stream_position(self, variable, mixture_variable=None):
         """Keep in `variable` (int64 `[3]`, made in the strategy's scope with
         `aggregation=ONLY_FIRST_REPLICA`) the stream position of the first example of each
-        batch trained: replica 0's, the first of the global batch. Batches without a
-        `stream_position` leave it as it is. None: stop keeping it."""
-        # Set without Keras' attribute tracking: the training loop checkpoints it.
+        batch trained: replica 0's, the first of the global batch. A mixture's example's
+        position (`[1 + K, 3]`) goes flattened into `mixture_variable` (int64, at least `3 +
+        3K` values), the rest of it -1. Batches without a `stream_position` leave them as
+        they are. None: stop keeping it."""
+        # Set without Keras' attribute tracking: the training loop checkpoints them.
         object.__setattr__(self, "_stream_position", variable)
+        object.__setattr__(self, "_stream_mixture_position", mixture_variable)
 
     def train_step(self, data):
         data, position = without_stream_position(data)
-        variable = self.__dict__.get("_stream_position")
-        if position is not None and variable is not None:
-            variable.assign(tf.cast(position[0], tf.int64))
+        if position is not None:
+            _keep_position(self, tf.cast(position[0], tf.int64))
         steps = self.__dict__.get("_accumulation_steps", 1)
         if steps == 1:
             return super().train_step(data)

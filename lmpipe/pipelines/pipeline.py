@@ -14,12 +14,15 @@ import dataclasses
 import json
 import math
 import os
+import textwrap
 
 import numpy as np
 import tensorflow as tf
 
 from lmpipe.arguments import check_choice, check_number, check_seed, check_texts
 from lmpipe.contract import PADDING_MASK
+from lmpipe.datasets.corpora.corpus_mixture import CorpusMixture
+from lmpipe.datasets.examples.mixture import describe_shares
 from lmpipe.datasets.examples.packing import pack_texts
 from lmpipe.models.configs import config_from_dict, config_to_dict
 from lmpipe.models.samplers import traced_function
@@ -293,6 +296,13 @@ class Pipeline:
             options=options,
         )
         self.after_fit()
+        if isinstance(data, CorpusMixture) and options.verbose:
+            # The examples of every step trained so far (a resumed run's too) follow the
+            # mixture's schedule from its first example.
+            steps = int(self.model.optimizer.iterations.numpy())
+            trained = steps * batch_size * options.accumulation_steps
+            print(f"The mixture's sources in the {trained:,} examples trained:")
+            print(textwrap.indent(describe_shares(data, 0, trained), "  "))
         return history
 
     def _counted_steps(self, data, batch_size, checkpoint_dir):

@@ -406,9 +406,10 @@ class TrainingCheckpoint(RunCheckpoints):
         max_to_keep: number of checkpoints kept.
         hyperparameters: the training hyperparameters, which must match on resume (see
             `RunCheckpoints`).
-        stream_state: `{name: variable}`, the seekable stream's position and the replicas
-            that trained it (see `lmpipe.training.stream_state`), or None. A checkpoint
-            written before lmpipe kept it restores without it (`lacking` names it).
+        stream_state: `{name: {name: variable}}`, the seekable stream's position and the
+            replicas that trained it (`StreamState.checkpointed`, see
+            `lmpipe.training.stream_state`), or None. A checkpoint written before lmpipe kept
+            an entry restores without it (`lacking` names it).
     """
 
     def __init__(
@@ -444,7 +445,7 @@ class TrainingCheckpoint(RunCheckpoints):
             steps=lambda: int(model.optimizer.iterations.numpy()),
             max_to_keep=max_to_keep,
             hyperparameters=hyperparameters,
-            optional=None if stream_state is None else {"stream": stream_state},
+            optional=stream_state,
         )
 
     def save(self):

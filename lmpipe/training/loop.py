@@ -6,6 +6,7 @@ import os
 import keras
 
 from lmpipe.arguments import check_number
+from lmpipe.datasets.examples.stream_position import MixturePosition
 from lmpipe.kernels import ops_only
 from lmpipe.layers.initializers import seeded
 from lmpipe.training.callbacks import History, StepScalars, StopOnNonFiniteLoss
@@ -149,7 +150,7 @@ def train(
         model.optimizer.build(model.trainable_variables)
         stream = StreamState(strategy)
         if hasattr(model, "track_stream_position"):
-            model.track_stream_position(stream.position)
+            model.track_stream_position(stream.position, stream.mixture_position)
     if keep_best is not None:
         keep_best.chief = is_chief(strategy)
     checkpoint = None
@@ -160,7 +161,7 @@ def train(
             strategy,
             run_config,
             hyperparameters=hyperparameters(batch_size, options),
-            stream_state=stream.variables,
+            stream_state=stream.checkpointed,
         )
     try:
         with checkpoint_on_preemption(checkpoint, strategy) as preemption:
@@ -345,9 +346,12 @@ def _describe_resume(stream, global_batch, replicas):
         print("The data is replayed up to that step (its batches are not a seekable stream).")
         return
     start = last.advanced(global_batch)
+    if isinstance(start, MixturePosition):
+        where = f"the mixture's example {start.index:,}"
+    else:
+        where = f"epoch {start.epoch}, window {start.window}, example {start.offset}"
     print(
-        f"The stream starts at epoch {start.epoch}, window {start.window}, example "
-        f"{start.offset} (the batch after the last one trained): no batch is rebuilt."
+        f"The stream starts at {where} (the batch after the last one trained): no batch is rebuilt."
     )
     before = stream.restored_replicas()
     if before != replicas:

@@ -5,21 +5,30 @@ batch it trained (replica 0's first example: the global batch's first, on any nu
 replicas); the checkpoint saves it with the number of replicas that trained. A resumed run
 starts its stream one global batch after it, whatever the number of replicas now: nothing is
 rebuilt to get there, and the global batches from there on are those of an uninterrupted run.
+
+A `CorpusMixture`'s examples have a `[1 + K, 3]` position (`MixturePosition`); the step keeps
+it, flattened and padded with -1, in a second variable of `(1 + MAX_SOURCES) * 3` values,
+checkpointed under its own name: a checkpoint written before mixtures restores without it.
 """
 
 import tensorflow as tf
 
 from lmpipe.contract import STREAM_POSITION
-from lmpipe.datasets.examples.stream import StreamPosition
+from lmpipe.datasets.corpora.corpus_mixture import MAX_SOURCES
+from lmpipe.datasets.examples.stream_position import MixturePosition, StreamPosition
 
 NOT_RECORDED = -1
+
+MIXTURE_POSITION_SIZE = (1 + MAX_SOURCES) * 3
+"""The values of the mixture position variable: a `MixturePosition` of up to 8 sources."""
 
 
 class StreamState:
     """The position variable a training model keeps up to date, and the replica count.
 
-    Made inside the strategy's scope: `variables` go into the checkpoint (`TrainingCheckpoint`'s
-    `stream_state`), `position` into the model (`track_stream_position`).
+    Made inside the strategy's scope: `checkpointed` goes into the checkpoint
+    (`TrainingCheckpoint`'s `stream_state`), `position` and `mixture_position` into the model
+    (`track_stream_position`).
     """
 
     def __init__(self, strategy):
@@ -28,6 +37,12 @@ class StreamState:
             tf.fill([3], tf.constant(NOT_RECORDED, tf.int64)),
             trainable=False,
             name=STREAM_POSITION,
+            aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+        )
+        self.mixture_position = tf.Variable(
+            tf.fill([MIXTURE_POSITION_SIZE], tf.constant(NOT_RECORDED, tf.int64)),
+            trainable=False,
+            name="stream_mixture_position",
             aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
         )
         self.saved_replicas = tf.Variable(
@@ -42,9 +57,19 @@ class StreamState:
         """`{name: variable}` for the checkpoint."""
         return {"position": self.position, "replicas": self.saved_replicas}
 
+    @property
+    def checkpointed(self):
+        """`{name: {name: variable}}`, the checkpoint's optional entries: a checkpoint written
+        before the stream lacks both, one written before mixtures the second."""
+        return {"stream": self.variables, "stream_mixture": {"position": self.mixture_position}}
+
     def last_batch(self):
-        """The `StreamPosition` of the first example of the last batch trained, or None if no
-        batch of a stream was trained (or the checkpoint predates the stream)."""
+        """The `StreamPosition` (a mixture's: `MixturePosition`) of the first example of the
+        last batch trained, or None if no batch of a stream was trained (or the checkpoint
+        predates the stream)."""
+        mixed = self.mixture_position.numpy()
+        if mixed[0] != NOT_RECORDED:
+            return MixturePosition.of(mixed)
         values = self.position.numpy()
         if values[0] == NOT_RECORDED:
             return None

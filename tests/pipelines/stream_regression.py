@@ -11,6 +11,7 @@ from keras import ops
 
 from lmpipe.contract import STREAM_POSITION
 from lmpipe.datasets.corpora.corpus import TextCorpus
+from lmpipe.datasets.corpora.corpus_mixture import CorpusMixture
 from lmpipe.datasets.examples.stream import stream_batches, stream_examples
 from lmpipe.models.trainable import FunctionalTrainableModel
 from lmpipe.training.loop import train
@@ -25,6 +26,14 @@ def corpus():
     return TextCorpus.from_documents(
         [[f"document {i} sentence {j}" for j in range(1 + i % 4)] for i in range(23)]
     )
+
+
+def mixture():
+    """`corpus()` and 11 other documents, 70% / 30% in chunks of 3 examples."""
+    other = TextCorpus.from_documents(
+        [[f"other {i} line {j}" for j in range(1 + i % 3)] for i in range(11)]
+    )
+    return CorpusMixture([(corpus(), 0.7), (other, 0.3)], chunk_size=3)
 
 
 def window_examples(documents, key):
@@ -52,9 +61,10 @@ class Regression(FunctionalTrainableModel):
         )
 
 
-def stream_dataset(calls=None):
-    """`make_dataset` for `train`, noting each call's `(skip, start)` in `calls`."""
-    data = corpus()
+def stream_dataset(calls=None, data=None):
+    """`make_dataset` for `train` on `data` (None: `corpus()`), noting each call's `(skip,
+    start)` in `calls`."""
+    data = corpus() if data is None else data
 
     def make_dataset(per_replica, input_context, skip, start=None):
         if calls is not None:
@@ -72,22 +82,32 @@ def stream_dataset(calls=None):
 class Positions(keras.callbacks.Callback):
     """The stream position each trained step kept (its global batch's first example)."""
 
-    def __init__(self):
+    def __init__(self, mixture=False):
         super().__init__()
         self.positions = []
+        self.variable = "_stream_mixture_position" if mixture else "_stream_position"
 
     def on_train_batch_end(self, batch, logs=None):
-        variable = self.model.__dict__["_stream_position"]
+        variable = self.model.__dict__[self.variable]
         self.positions.append([int(value) for value in variable.numpy()])
 
 
 def fit(
-    directory, epochs, *, strategy=None, batch_size=4, steps_per_epoch=3, callbacks=(), calls=None
+    directory,
+    epochs,
+    *,
+    strategy=None,
+    batch_size=4,
+    steps_per_epoch=3,
+    callbacks=(),
+    calls=None,
+    data=None,
 ):
-    """Train the regression on the stream with checkpoints in `directory`; return the model."""
+    """Train the regression on the stream of `data` (None: `corpus()`) with checkpoints in
+    `directory`; return the model."""
     model, _ = train(
         Regression,
-        stream_dataset(calls),
+        stream_dataset(calls, data),
         run_config=RUN_CONFIG,
         batch_size=batch_size,
         epochs=epochs,

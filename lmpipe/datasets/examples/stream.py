@@ -25,125 +25,53 @@ The contract (every pretraining family built from text: BERT/ALBERT, XLNet, GPT,
 
 A window's examples are all built at once, vectorized: the window is also the unit of work of
 the input pipeline's parallel map.
+
+A `CorpusMixture` streams each of its sources so and interleaves them by a deterministic
+schedule (`lmpipe.datasets.examples.mixture`); its examples' positions are `MixturePosition`s.
 """
 
-import dataclasses
-
-import tensorflow as tf
-
-from lmpipe.arguments import check_number, check_positive_int
-from lmpipe.contract import STREAM_POSITION
-from lmpipe.datasets.corpora.document_order import document_windows
+from lmpipe.arguments import check_positive_int
+from lmpipe.datasets.corpora.corpus_mixture import CorpusMixture
 from lmpipe.datasets.corpora.sharding import pipeline_position
-from lmpipe.datasets.corpora.shuffling import graph_code, key_of, shuffled
+from lmpipe.datasets.examples.corpus_stream import corpus_examples, window_key
+from lmpipe.datasets.examples.mixture import mixture_examples
+from lmpipe.datasets.examples.stream_position import MixturePosition, StreamPosition
 
 DEFAULT_WINDOW_SIZE = 64
 
-
-@dataclasses.dataclass(frozen=True)
-class StreamPosition:
-    """Where an example is in the stream: `offset` examples into window `window` of epoch
-    `epoch`. An offset past the window's last example continues into the windows after it, so
-    `StreamPosition(e, w, o).advanced(n)` is always the example `n` further on.
-
-    Example:
-
-    >>> StreamPosition(2, 7, 30).advanced(32)
-    StreamPosition(epoch=2, window=7, offset=62)
-    """
-
-    epoch: int = 0
-    window: int = 0
-    offset: int = 0
-
-    def __post_init__(self):
-        for field in dataclasses.fields(self):
-            check_number(field.name, getattr(self, field.name), minimum=0, integer=True)
-
-    def advanced(self, examples):
-        """The position `examples` examples further on."""
-        return dataclasses.replace(self, offset=self.offset + int(examples))
-
-    @classmethod
-    def of(cls, values):
-        """The position held in a `stream_position` row (a `[3]` tensor, array or list)."""
-        epoch, window, offset = (int(value) for value in tf.reshape(values, [3]).numpy())
-        return cls(epoch, window, offset)
-
-    @classmethod
-    def after(cls, batch):
-        """The position of the example after a batch's last: where to start the stream again
-        to continue after it (in a loop of one input pipeline).
-
-        Args:
-            batch: a batch of the stream: `(features, labels)` or the features, whose
-                `stream_position` is int64 `[B, 3]`.
-        """
-        features = batch[0] if isinstance(batch, tuple) else batch
-        if not isinstance(features, dict) or STREAM_POSITION not in features:
-            raise ValueError(
-                f"`batch` holds no `{STREAM_POSITION}`: give a batch of a pretraining "
-                "pipeline's `dataset` (its features, or `(features, labels)`)."
-            )
-        return cls.of(features[STREAM_POSITION][-1]).advanced(1)
-
-    def as_list(self):
-        """`[epoch, window, offset]`, for JSON."""
-        return [self.epoch, self.window, self.offset]
-
-
-def window_key(seed, epoch, window):
-    """The `[2]` int64 key of every random draw for window `window` of epoch `epoch`."""
-    return key_of(seed, "window", epoch, window)
+__all__ = [
+    "DEFAULT_WINDOW_SIZE",
+    "MixturePosition",
+    "StreamPosition",
+    "stream_batches",
+    "stream_examples",
+    "window_key",
+]
 
 
 def stream_examples(corpus, window_examples, *, seed, window_size, start=None, epochs=None):
     """The stream's examples, one by one, from `start` on.
 
     Args:
-        corpus: a `TextCorpus` or `TokenizedCorpus`.
+        corpus: a `TextCorpus`, `TokenizedCorpus` or `CorpusMixture`.
         window_examples: `(documents, key) -> {name: [N, ...] tensor}`, the family's examples
             of a window's documents (`[G, (sentences)]` strings, or `[G, (sentences),
             (tokens)]` int32 ids), every random draw keyed by `key` (a `[2]` int64 tensor);
             `N` may be 0. Traced as graph code (no AutoGraph).
         seed: the int seed of the stream.
         window_size: documents per window.
-        start: a `StreamPosition` (None: the beginning).
-        epochs: the number of epochs (passes over the corpus), or None to go on forever.
+        start: a `StreamPosition` (a `MixturePosition` for a mixture), or None: the beginning.
+        epochs: the number of epochs (passes over the corpus, over each source of a mixture),
+            or None to go on forever.
 
     Returns:
         A `tf.data.Dataset` of `{name: tensor}` examples, each with `stream_position` int64
-        `[3]`.
+        `[3]` (`[1 + K, 3]` for a mixture of `K` sources).
     """
-    check_positive_int("window_size", window_size)
-    start = StreamPosition() if start is None else start
-    if not isinstance(start, StreamPosition):
-        raise ValueError(f"`start` must be a StreamPosition or None, got {start!r}.")
-    windows = document_windows(
-        corpus,
-        seed=seed,
-        window_size=window_size,
-        epoch=start.epoch,
-        window=start.window,
-        epochs=epochs,
+    stream = mixture_examples if isinstance(corpus, CorpusMixture) else corpus_examples
+    return stream(
+        corpus, window_examples, seed=seed, window_size=window_size, start=start, epochs=epochs
     )
-    build = graph_code(window_examples)
-
-    def examples_of(epoch, window, documents):
-        key = window_key(seed, epoch, window)
-        examples = build(documents, key)
-        count = tf.shape(tf.nest.flatten(examples)[0], out_type=tf.int64)[0]
-        order = shuffled(tf.range(count), key, 0)
-        examples = {name: tf.gather(value, order) for name, value in examples.items()}
-        examples[STREAM_POSITION] = tf.stack(
-            [tf.fill([count], epoch), tf.fill([count], window), tf.range(count)], axis=1
-        )
-        return examples
-
-    examples = windows.map(
-        graph_code(examples_of), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
-    ).unbatch()
-    return examples.skip(start.offset) if start.offset else examples
 
 
 def stream_batches(examples, batch_size, input_context=None, drop_remainder=True):
