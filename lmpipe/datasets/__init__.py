@@ -17,6 +17,7 @@ from lmpipe.datasets.examples.masking import MaskedLMMasker
 from lmpipe.datasets.examples.permutation import PermutationLM
 from lmpipe.datasets.examples.sentence_pairs import pair_spans
 from lmpipe.datasets.examples.seq2seq_examples import seq2seq_examples
+from lmpipe.datasets.examples.stream_position import MixturePosition, StreamPosition
 from lmpipe.datasets.examples.word2vec_examples import word2vec_examples
 from lmpipe.datasets.examples.word2vec_vocabulary import Word2VecVocabulary, split_words
 from lmpipe.datasets.examples.xlnet_examples import xlnet_examples
@@ -35,6 +36,8 @@ from lmpipe.tokenizers.wordpiece import WordPieceTokenizer
 __all__ = [
     "BytePairTokenizer",
     "CorpusMixture",
+    "MixturePosition",
+    "StreamPosition",
     "FileStats",
     "LabelledFile",
     "LabelledSplits",
