@@ -36,7 +36,7 @@ from measure import Results, print_machine  # noqa: E402
 
 from lmpipe.contract import STREAM_POSITION  # noqa: E402
 from lmpipe.datasets import TextCorpus, WordPieceTokenizer  # noqa: E402
-from lmpipe.datasets.examples.stream import StreamPosition  # noqa: E402
+from lmpipe.datasets.examples.stream import DEFAULT_WINDOW_SIZE, StreamPosition  # noqa: E402
 from lmpipe.pipelines import BertPretraining  # noqa: E402
 
 BATCH, LENGTH, STEP, REPLAYED = 32, 128, 1_000_000, 2_000
@@ -70,7 +70,7 @@ def main():
     # counted once, untimed), a window in its middle.
     one_epoch = sum(1 for _ in pipe.dataset(corpus, 1, epochs=1))
     epoch = STEP * BATCH // one_epoch
-    windows = -(-len(corpus) // 64)
+    windows = -(-len(corpus) // DEFAULT_WINDOW_SIZE)
     position = StreamPosition(epoch, windows // 2, 5)
     print(f"{one_epoch:,} examples an epoch: step {STEP:,} is in epoch {epoch:,}; {position}")
 
