@@ -13,7 +13,8 @@ Measured here:
   inside it; which window does not change the cost.
 - replay: seconds to the first batch after skipping 2,000 batches, extrapolated to 1,000,000
   (the replay is linear in the batches skipped: the same pipeline builds each). The ratio is
-  replay over seek (higher: seeking is faster).
+  replay over seek (higher: seeking is faster); the issue's goal, at most 5 seconds to the
+  first batch, is a ratio of about 200 against this machine's replay.
 - byte-equality: the batch a resume at step 2,000 starts with (the stream started one batch
   after batch 1,999's first example, as `fit` does) against the replayed batch 2,000, by a
   SHA-256 over every tensor; and at step 1,000,000's position, the seeked batch against the
@@ -115,11 +116,11 @@ def main():
 
     record = Results("resume")
     record.add(
-        f"start of a run resumed at step {STEP:,}, seconds to the first batch (lower is better)",
-        seek / replay,
+        f"speed of the start of a run resumed at step {STEP:,} (1 / seconds to its first "
+        "batch; the goal: 5 s against the replay's 17 minutes on this machine)",
+        replay / seek,
         f"replaying the {STEP:,} batches before (extrapolated from {REPLAYED:,})",
-        goal="<= 0.01x",
-        higher_is_better=False,
+        goal=">= 200x",
         seconds={"seek": seek, "replay": replay, f"replay of {REPLAYED}": replay_seconds},
         batches_equal={f"step {REPLAYED}": equal_at_replayed, f"step {STEP}": equal_at_million},
     )

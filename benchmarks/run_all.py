@@ -37,6 +37,7 @@ BENCHMARKS = {
     "data_service": 1200,
     "decoding": 1200,
     "memory_budget": 1800,
+    "resume": 1200,
 }
 STDERR_LINES = 40  # of a failed benchmark's standard error, kept in its JSON file
 
