@@ -77,11 +77,11 @@ def train(
 
     Args:
         build_model: `() -> keras.Model`, called inside the strategy scope (and dtype policy).
-        make_dataset: `(per_replica_batch_size, input_context, skip_batches, start) ->
-            tf.data.Dataset` of `(features, labels)`, infinite: for the seekable stream
-            (`lmpipe.datasets.examples.stream`) starting at the `StreamPosition` `start`
-            (None: the beginning, then `skip_batches` is 0), for other data skipping the first
-            `skip_batches` batches (`start` is None). The batch size is of one update:
+        make_dataset: `(per_replica_batch_size, input_context, skip_batches[, start]) ->
+            tf.data.Dataset` of `(features, labels)`, infinite, skipping the first
+            `skip_batches` batches; when a resumed run's batches were the seekable stream's
+            (`lmpipe.datasets.examples.stream`), it is also given `start`, the
+            `StreamPosition` to start at, and `skip_batches` is 0. The batch size is of one update:
             `accumulation_steps` micro-batches.
         run_config: JSON-serializable description of the model, checked on resume.
         batch_size: global batch size, divided among the replicas (must divide evenly).
@@ -249,10 +249,15 @@ def _resume_and_fit(
         # Last: the step's checkpoint and logs are written before it may stop training.
         callbacks.append(preemption)
 
+    # Read once, as restored: under several workers each keeps its own first example in the
+    # variable while training; the chief's (the global batch's first) is what was saved.
+    resumed_after = None if stream is None or not steps_done else stream.last_batch()
+
     def dataset_from(step):
-        last = None if stream is None else stream.last_batch()
         # The stream seeks to the batch after the last one trained; other data replays.
-        start = None if last is None else last.advanced(global_batch)
+        start = None
+        if resumed_after is not None:
+            start = resumed_after.advanced(global_batch * (1 + step - steps_done))
         skip = 0 if start is not None else step
 
         def for_pipeline(input_context):
@@ -263,12 +268,16 @@ def _resume_and_fit(
                 batches_per_step = (
                     input_context.num_replicas_in_sync // input_context.num_input_pipelines
                 )
+            # `start` only where there is one: a `make_dataset` of data that is no stream may
+            # take three arguments.
+            arguments = (per_replica, input_context, skip * batches_per_step)
+            arguments += () if start is None else (start,)
             if data_service is None:
-                return make_dataset(per_replica, input_context, skip * batches_per_step, start)
+                return make_dataset(*arguments)
             # The service's workers run the graph: TensorFlow's ops only, no lmpipe kernel
             # they may lack (the same batches).
             with ops_only():
-                dataset = make_dataset(per_replica, input_context, skip * batches_per_step, start)
+                dataset = make_dataset(*arguments)
             return from_data_service(dataset, data_service)
 
         return distributed_dataset(strategy, for_pipeline)

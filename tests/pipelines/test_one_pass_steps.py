@@ -58,8 +58,10 @@ def test_the_count_is_kept_by_the_files_and_the_configuration(
     assert kept["steps"] == first["steps"] == real(pipe, corpus, 16)
     assert fit(16, epochs=2)["steps"] == first["steps"]  # resumed: not counted again
     assert counted == [16]
-    fit(8, epochs=1)  # another batch size: counted (and finished at once: the run is done)
+    # Another batch size: counted, then refused (the run was trained with 16).
+    with pytest.raises(ValueError, match="batch_size 16 -> 8"):
+        fit(8, epochs=1)
     assert counted == [16, 8]
-    corpus = write_corpus(tmp_path / "data", plays, 3)  # the file changed
-    fit(8, epochs=1)
-    assert counted == [16, 8, 8]
+    corpus = write_corpus(tmp_path / "data", plays, 3)  # the file changed: counted again
+    fit(16, epochs=3)
+    assert counted == [16, 8, 16]

@@ -218,25 +218,33 @@ optimizers.XLA_UPDATE_MIN_SIZE = 0  # the XLA function for every variable, as fo
 strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 rng = np.random.default_rng(0)
 initial = [rng.normal(size=(4, 3)).astype("float32"), rng.normal(size=(3,)).astype("float32")]
-# Each replica's gradients (norms 2.7 and 6.7): Keras clips them one replica at a time,
-# before they are summed.
+# Each replica's gradients (norms 2.7 and 6.7): their sum is the global batch's gradient,
+# which lmpipe clips (Keras clips each replica's before summing them: the reference is Keras
+# on one replica given that sum).
 replica_gradients = [
     [rng.normal(size=v.shape).astype("float32") * scale for v in initial] for scale in (1, 2)
 ]
+one = tf.distribute.MirroredStrategy(["/cpu:0"])
 results = {}
-for name, kind in (("fused", FusedAdamW), ("keras", keras.optimizers.AdamW)):
+for name, kind, strategy in (
+    ("fused", FusedAdamW, strategy), ("keras", keras.optimizers.AdamW, one)
+):
     with strategy.scope():
         variables = [keras.Variable(value, name=f"v{i}") for i, value in enumerate(initial)]
         optimizer = kind(learning_rate=0.01, weight_decay=0.1, global_clipnorm=1.0)
         optimizer.exclude_from_weight_decay(var_names=["v1"])
         optimizer.build(variables)
 
-    def replica_step():
-        index = tf.distribute.get_replica_context().replica_id_in_sync_group
-        gradients = [tf.gather(tf.constant(np.stack(g)), index) for g in zip(*replica_gradients)]
+    def replica_step(optimizer=optimizer, variables=variables, strategy=strategy):
+        stacked = [tf.constant(np.stack(g)) for g in zip(*replica_gradients)]
+        if strategy.num_replicas_in_sync == 1:
+            gradients = [tf.reduce_sum(g, axis=0) for g in stacked]
+        else:
+            index = tf.distribute.get_replica_context().replica_id_in_sync_group
+            gradients = [tf.gather(g, index) for g in stacked]
         optimizer.apply_gradients(zip(gradients, variables))
 
-    step = tf.function(lambda: strategy.run(replica_step))
+    step = tf.function(lambda run=strategy.run, replica_step=replica_step: run(replica_step))
     for _ in range(3):
         step()
     results[name] = [
@@ -253,5 +261,6 @@ print("OK")
 
 def test_fused_adamw_decays_and_clips_as_keras_on_two_replicas():
     """AdamW with decay (one variable excluded) and global-norm clipping on two replicas with
-    different gradients: the same variables as Keras' AdamW, on both replicas."""
+    different gradients: the same variables, on both replicas, as Keras' AdamW on one replica
+    with the global batch's gradient (their sum)."""
     run_script(MIRRORED_ADAMW_SCRIPT)

@@ -149,7 +149,7 @@ class CorpusMixture:
         sources = [getattr(corpus, "fingerprint", lambda: None)() for corpus in self.sources]
         if any(source is None for source in sources):
             return None
-        return {"sources": sources, "weights": list(self.weights), "chunk_size": self.chunk_size}
+        return {"sources": sources, "shares": list(self.weights), "chunk_size": self.chunk_size}
 
     def iter_documents(self):
         """Every source's documents, source after source (for vocabulary learning)."""
