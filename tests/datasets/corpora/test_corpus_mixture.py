@@ -94,7 +94,7 @@ def test_a_mixture_of_file_corpora_has_a_fingerprint(tmp_path):
     fingerprint = CorpusMixture([(a, 1), (b, 3)], chunk_size=8).fingerprint()
     assert fingerprint == {
         "sources": [a.fingerprint(), b.fingerprint()],
-        "weights": [0.25, 0.75],
+        "shares": [0.25, 0.75],
         "chunk_size": 8,
     }
     # In memory (no fingerprint) in one source: none for the mixture.
