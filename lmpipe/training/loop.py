@@ -221,12 +221,15 @@ def _resume_and_fit(
             keep_best.restore_best(model)
         return history
     global_batch = per_replica * strategy.num_replicas_in_sync
+    # Read once, as restored: under several workers each keeps its own first example in the
+    # variable while training; the chief's (the global batch's first) is what was saved.
+    resumed_after = None if stream is None or not steps_done else stream.last_batch()
     if steps_done and verbose:
         print(
             f"Resuming from step {steps_done} of {total_steps}, the latest checkpoint in "
             f"{checkpoint.directory!r}."
         )
-        _describe_resume(stream, global_batch, strategy.num_replicas_in_sync)
+        _describe_resume(resumed_after, stream, global_batch, strategy.num_replicas_in_sync)
     if stream is not None:
         stream.mark_replicas()
 
@@ -244,14 +247,10 @@ def _resume_and_fit(
         log_dir = os.path.join(checkpoint.directory, "logs")
     if log_dir is not None:
         callbacks.append(keras.callbacks.TensorBoard(log_dir=log_dir, update_freq="epoch"))
-        callbacks.append(StepScalars(log_dir, per_replica * strategy.num_replicas_in_sync))
+        callbacks.append(StepScalars(log_dir, global_batch))
     if preemption is not None:
         # Last: the step's checkpoint and logs are written before it may stop training.
         callbacks.append(preemption)
-
-    # Read once, as restored: under several workers each keeps its own first example in the
-    # variable while training; the chief's (the global batch's first) is what was saved.
-    resumed_after = None if stream is None or not steps_done else stream.last_batch()
 
     def dataset_from(step):
         # The stream seeks to the batch after the last one trained; other data replays.
@@ -348,9 +347,9 @@ def _fit_the_rest(
         history.extend(part)
 
 
-def _describe_resume(stream, global_batch, replicas):
-    """Say where a resumed run's data starts, and on how many replicas."""
-    last = None if stream is None else stream.last_batch()
+def _describe_resume(last, stream, global_batch, replicas):
+    """Say where a resumed run's data starts (`last`: the restored position of the last batch
+    trained, None where there is none), and on how many replicas."""
     if last is None:
         print("The data is replayed up to that step (its batches are not a seekable stream).")
         return
