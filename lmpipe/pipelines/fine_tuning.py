@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from lmpipe.arguments import check_positive_int
 from lmpipe.datasets.corpora.shuffling import by_epoch, window_shuffle
+from lmpipe.datasets.labelled.length_buckets import CHUNK_BATCHES, length_bucketed
 from lmpipe.interop.hf.checkpoint import checkpoint_model_type
 from lmpipe.interop.hf.encoders import albert_from_pretrained, bert_from_pretrained
 from lmpipe.interop.hf.xlnet import xlnet_from_pretrained
@@ -36,6 +37,12 @@ class FineTuningPipeline(EncoderPipeline):
 
     default_epochs = 3
     data_name = "the examples"
+    # Whether training and evaluation batch examples of similar length together, each batch
+    # cut to its length bucket (`lmpipe.datasets.labelled.length_buckets`): the same examples
+    # and results, a fraction of the work on short texts. False: every batch padded to
+    # `seq_len` (to compare, or for a model that needs one length).
+    length_buckets = True
+    reports_throughput = True
     # Whether the task splits text into words by WordPiece's rules (each word tokenized alone):
     # with a SentencePiece model that gives other pieces than the text's own ("▁," for ","),
     # so such a task takes a WordPiece tokenizer only.
@@ -112,18 +119,32 @@ class FineTuningPipeline(EncoderPipeline):
         raise NotImplementedError
 
     def training_batches(self, source, per_replica, input_context):
-        return self.batches(source, per_replica, True, None, input_context, drop_remainder=True)
+        return self.batches(
+            source, per_replica, True, None, input_context, True, self.length_buckets
+        )
 
     def evaluation_batches(self, source, batch_size, steps):
-        return self.batches(source, batch_size, False, None if steps else 1, None, False)
+        epochs = None if steps else 1
+        return self.batches(source, batch_size, False, epochs, None, False, self.length_buckets)
 
     def steps_in_one_pass(self, source, batch_size):
         """`ceil(number of examples / batch_size)`: the last, partial batch counts."""
         return math.ceil(source.size / batch_size)
 
-    def batches(self, source, batch_size, shuffle, epochs, input_context, drop_remainder):
+    def batches(
+        self,
+        source,
+        batch_size,
+        shuffle,
+        epochs,
+        input_context,
+        drop_remainder,
+        length_buckets=False,
+    ):
         """The batches of `source`: shuffled again every epoch or in order, `epochs` passes
-        (None: forever), this input pipeline's shard only."""
+        (None: forever), this input pipeline's shard only; padded to `seq_len`, or with
+        `length_buckets` grouped by length and each cut to its length bucket (see
+        `lmpipe.datasets.labelled.length_buckets`)."""
         check_positive_int("epochs", epochs, none=True)
         if drop_remainder is None:
             drop_remainder = epochs is None
@@ -148,10 +169,26 @@ class FineTuningPipeline(EncoderPipeline):
             dataset = by_epoch(epoch_examples, epochs)
         else:
             dataset = dataset.repeat(epochs)
-        dataset = self.batch_examples(dataset, batch_size, drop_remainder)
-        if type(self).model_inputs is not FineTuningPipeline.model_inputs:
-            dataset = dataset.map(self.model_inputs, num_parallel_calls=tf.data.AUTOTUNE)
+        if not length_buckets:
+            dataset = self.batch_examples(dataset, batch_size, drop_remainder)
+            return self.packed(dataset).prefetch(tf.data.AUTOTUNE)
+        # Chunks of examples packed together (one vectorized packing of many texts), sorted
+        # by length and cut into batches of similar length.
+        chunks = self.batch_examples(dataset, batch_size * CHUNK_BATCHES, False)
+        seed = None
+        if shuffle:
+            seed = tf.constant([self.options.seed, pipeline_id], tf.int64)
+        dataset = length_bucketed(
+            self.packed(chunks), batch_size, self.options.seq_len, drop_remainder, seed
+        )
         return dataset.prefetch(tf.data.AUTOTUNE)
+
+    def packed(self, batches):
+        """`batches` of examples as `(features, labels)` (`model_inputs`), where the task's
+        examples are not `(features, labels)` already."""
+        if type(self).model_inputs is FineTuningPipeline.model_inputs:
+            return batches
+        return batches.map(self.model_inputs, num_parallel_calls=tf.data.AUTOTUNE)
 
     # Model ------------------------------------------------------------------------------------
 

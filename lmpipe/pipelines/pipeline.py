@@ -29,7 +29,11 @@ from lmpipe.models.samplers import traced_function
 from lmpipe.pipelines import saved_pipeline
 from lmpipe.tokenizers.tokenizer import Tokenizer
 from lmpipe.training.best_epoch import KeepBest
-from lmpipe.training.callbacks import EvaluateEachEpoch, one_pass_without_warning
+from lmpipe.training.callbacks import (
+    EvaluateEachEpoch,
+    ExamplesPerSecond,
+    one_pass_without_warning,
+)
 from lmpipe.training.checkpointing import write_json_atomically
 from lmpipe.training.loop import one_pass_steps, train
 from lmpipe.training.options import TRAINING_OPTIONS, check_training_options
@@ -125,6 +129,9 @@ class Pipeline:
     # defaults for some of them.
     training_options = TRAINING_OPTIONS
     training_defaults = {}
+    # Whether `fit` adds `examples_per_second` to each epoch's logs (the progress bar's line
+    # and the history).
+    reports_throughput = False
     default_batch_size = 32
     default_epochs = 1
     # How `fit` and `evaluate` name the data in errors.
@@ -274,6 +281,9 @@ class Pipeline:
                 )
             callbacks = (EvaluateEachEpoch(batches), *options.callbacks)
             options = dataclasses.replace(options, callbacks=callbacks)
+        if self.reports_throughput:
+            examples = ExamplesPerSecond(batch_size * options.accumulation_steps)
+            options = dataclasses.replace(options, callbacks=(*options.callbacks, examples))
         optimizer = self.optimizer(options)
         previous = self.model if options.checkpoint_dir is None else None
 

@@ -15,6 +15,7 @@ from lmpipe.datasets.labelled.labelled_examples import (
     labelled_examples,
     text_array,
 )
+from lmpipe.datasets.labelled.length_buckets import bucket_lengths, cut_to_bucket
 from lmpipe.models.sequence_classifier import SequenceClassifier
 from lmpipe.pipelines.fine_tuning import FineTuningPipeline
 from lmpipe.pipelines.pipeline import PipelineOptions
@@ -214,12 +215,28 @@ class TextClassifier(FineTuningPipeline):
                     f"{len(columns['text_pair'])}; they must be of equal length."
                 )
         model = self.evaluation_model(batch_size)
+        order = None
+        if self.length_buckets:
+            # Texts of similar length batched together, each batch cut to its length bucket
+            # (the padding mask makes the cut exact); characters sort well enough for that.
+            characters = sum(
+                np.fromiter(map(len, column), np.int64, len(column)) for column in columns.values()
+            )
+            order = np.argsort(characters, kind="stable")
+            columns = {name: column[order] for name, column in columns.items()}
+        lengths = bucket_lengths(self.options.seq_len)
+
+        def features(batch):
+            packed = self.encode(batch["text"], batch.get("text_pair"))
+            if order is None:
+                return packed
+            return cut_to_bucket(packed, self.options.seq_len, lengths)
+
         dataset = tf.data.Dataset.from_tensor_slices(columns).batch(batch_size)
-        dataset = dataset.map(
-            lambda batch: self.encode(batch["text"], batch.get("text_pair")),
-            num_parallel_calls=tf.data.AUTOTUNE,
-        )
+        dataset = dataset.map(features, num_parallel_calls=tf.data.AUTOTUNE)
         logits = model.predict(dataset, verbose=0)["logits"].astype(np.float64)
+        if order is not None:
+            logits[order] = logits.copy()
         logits -= logits.max(axis=-1, keepdims=True)
         probabilities = np.exp(logits)
         return (probabilities / probabilities.sum(axis=-1, keepdims=True)).astype(np.float32)

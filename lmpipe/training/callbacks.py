@@ -1,6 +1,7 @@
-"""The Keras callbacks of the training loop: validation at each epoch's end, per-step
-TensorBoard scalars, the stop at a non-finite loss, and a `History` that joins several `fit`
-calls. (The checkpoint's own callback is `lmpipe.training.checkpointing.CheckpointCallback`.)"""
+"""The Keras callbacks of the training loop: validation at each epoch's end, examples per
+second, per-step TensorBoard scalars, the stop at a non-finite loss, and a `History` that
+joins several `fit` calls. (The checkpoint's own callback is
+`lmpipe.training.checkpointing.CheckpointCallback`.)"""
 
 import contextlib
 import os
@@ -38,6 +39,30 @@ class EvaluateEachEpoch(keras.callbacks.Callback):
             results = self.model.evaluate(self.dataset, return_dict=True, verbose=0)
         if logs is not None:
             logs.update({f"val_{name}": float(value) for name, value in results.items()})
+
+
+class ExamplesPerSecond(keras.callbacks.Callback):
+    """Add `examples_per_second` to each epoch's logs (so to the progress bar's epoch line and
+    the history): the examples trained in the epoch (`batch_size` a step) over the time from
+    the epoch's start to its last step's end, validation not counted."""
+
+    def __init__(self, batch_size):
+        super().__init__()
+        self.batch_size = batch_size
+        self.start = self.end = None
+        self.steps = 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.start, self.end, self.steps = time.perf_counter(), None, 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.end = time.perf_counter()
+        self.steps += 1
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is not None and self.steps:
+            seconds = max(self.end - self.start, 1e-9)
+            logs["examples_per_second"] = self.steps * self.batch_size / seconds
 
 
 class StepScalars(keras.callbacks.Callback):
