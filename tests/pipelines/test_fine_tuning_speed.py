@@ -7,7 +7,6 @@ import collections
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from lmpipe.datasets import WordPieceTokenizer
 from lmpipe.datasets.labelled.length_buckets import bucket_lengths
@@ -95,7 +94,7 @@ def test_length_buckets_keep_every_example_once_and_pad_less(tokenizer, shuffle)
     assert collections.Counter(after) == collections.Counter(before)
     assert len(after) == 450 and len(shapes) == len(before_shapes) == 113  # ceil(450 / 4)
     assert all(shape == (4, SEQ_LEN) for shape in before_shapes[:-1])
-    for (size, length), mask in zip(shapes, masks, strict=True):
+    for (_, length), mask in zip(shapes, masks, strict=True):
         longest = int(mask.sum(axis=1).max())
         # The smallest bucket length that holds the batch's longest example.
         assert length == min(bucket for bucket in bucket_lengths(SEQ_LEN) if bucket >= longest)
