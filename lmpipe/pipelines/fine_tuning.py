@@ -32,7 +32,10 @@ class FineTuningPipeline(EncoderPipeline):
     into a source with `size` (and `in_memory`), `examples_dataset(source)` gives one element
     per example; the base shards them among input pipelines, shuffles them again at every epoch
     (deterministically from `seed`, the input pipeline and the epoch), batches them
-    (`batch_examples`) and maps each batch to `(features, labels)` (`model_inputs`).
+    (`batch_examples`) and maps each batch to `(features, labels)` (`model_inputs`). For
+    training and evaluation it batches examples of similar length together, each batch cut
+    to a length bucket (`length_buckets`), and `fit` reports `examples_per_second` at each
+    epoch's end.
     """
 
     default_epochs = 3

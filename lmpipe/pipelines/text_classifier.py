@@ -74,7 +74,9 @@ class TextClassifier(FineTuningPipeline):
     pair too long for `seq_len` loses tokens from the end of its longer side first (BERT's
     rule), a single text from its end; then padding to `seq_len`. Batches are
     `(features, labels)`: features `token_ids`, `segment_ids`, `padding_mask` int32
-    `[B, seq_len]`, labels `{"labels": int32 [B]}`.
+    `[B, seq_len]`, labels `{"labels": int32 [B]}`. `fit`, `evaluate` and `predict` batch
+    texts of similar length together and cut each batch's padding to a length bucket
+    (`length_buckets`): the same results with less work on short texts.
 
     The model (`SequenceClassifier`) is a copy of `encoder` with a dropout + dense head on its
     `pooled_output`; `encoder` itself is never changed. Loss: sparse categorical
@@ -203,7 +205,7 @@ class TextClassifier(FineTuningPipeline):
 
     def predict(self, texts, text_pairs=None, batch_size=64):
         """Class probabilities, a float32 numpy array `[N, num_classes]`, for `[N]` texts (and
-        `[N]` second texts)."""
+        `[N]` second texts), in their order (they are predicted sorted by length)."""
         check_positive_int("batch_size", batch_size)
         texts = text_array(texts, "texts")
         columns = {"text": texts}
