@@ -9,14 +9,15 @@ import pytest
 
 @pytest.mark.slow
 def test_a_shortened_main_job_learns_past_its_baselines_on_held_out_documents(tmp_path):
-    """The README's main job, shortened (BERT-tiny, 32 tokens, 400 steps): on the held-out
-    scenes it predicts masked words clearly better than always the most frequent token and
-    the sentence pairs better than chance (measured: MLM accuracy 0.111 against 0.069, 1.6x;
-    pairs 0.66)."""
+    """The README's main job, shortened (its recipe on BERT-tiny, 32 tokens, 400 steps): on the
+    held-out scenes it predicts masked words clearly better than always the most frequent
+    token and than a unigram model fit on the very targets, and the sentence pairs better than
+    chance (measured: MLM accuracy 0.120 against 0.059, 2.05x; perplexity 304 against 349,
+    0.87x; pairs 0.67)."""
     out = tmp_path / "bert"
     command = [sys.executable, "-m", "lmpipe.cli", "pretrain", "bert", "--out", str(out)]
     command += ["--preset", "tiny", "--seq-len", "32", "--steps", "400", "--epochs", "2"]
-    command += ["--learning-rate", "2e-3", "--no-export"]
+    command += ["--recipe", "fast", "--learning-rate", "2e-3", "--no-export"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     printed = result.stdout
@@ -27,8 +28,9 @@ def test_a_shortened_main_job_learns_past_its_baselines_on_held_out_documents(tm
     def value(line, name):
         return float(re.search(rf"\b{name} (\d+\.\d+)", line)[1])
 
-    assert value(model, "mlm_accuracy") > 1.3 * value(baseline, "mlm_accuracy")
-    assert value(model, "pair_accuracy") > 0.55
+    assert value(model, "mlm_accuracy") > 1.6 * value(baseline, "mlm_accuracy")
+    assert value(model, "mlm_perplexity") < 0.95 * value(baseline, "mlm_perplexity")
+    assert value(model, "pair_accuracy") > 0.6
     assert value(baseline, "pair_accuracy") == 0.5
     # Validation after each epoch, and the best epoch kept.
     assert re.search(r"Kept the weights of epoch [12]: val_loss \d", printed)

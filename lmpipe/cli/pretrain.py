@@ -1,6 +1,7 @@
 """`lmpipe pretrain MODEL`: pretrain BERT, ALBERT, XLNet, GPT, ELMo or word2vec on a corpus,
 then save, evaluate and export."""
 
+import dataclasses
 import os
 
 from lmpipe.cli import flags, runs
@@ -104,8 +105,8 @@ def add_parser(commands, common):
     pretrain.add_argument(
         "--vocab-size",
         type=int,
-        default=8000,
-        help="the vocabulary to learn, in tokens",
+        default=None,
+        help="the vocabulary to learn, in tokens (default: 8000, or the recipe's)",
     )
     pretrain.add_argument(
         "--cased",
@@ -118,6 +119,13 @@ def add_parser(commands, common):
         help="model size: bert tiny|mini|small|base|large (default mini); "
         "albert tiny|base|large|xlarge|xxlarge (default tiny); xlnet tiny|base (default tiny); "
         "gpt tiny|small|medium (default tiny); elmo tiny|small|medium|original (default tiny)",
+    )
+    pretrain.add_argument(
+        "--recipe",
+        default=None,
+        help="bert: fast, the defaults for small compute (a 2,000-token vocabulary, no "
+        "dropout, learning rate 1e-3; the flags given still win; see docs/pretraining.md); "
+        "default: the paper's (dropout 0.1, learning rate 5e-4, 8,000 tokens)",
     )
     pretrain.add_argument(
         "--objective",
@@ -225,13 +233,21 @@ def resolve_flags(arguments, argv):
                 "corpus (--epochs) and has no sequences or model presets"
             )
         arguments.epochs = 5 if arguments.epochs is None else arguments.epochs
+        if "--recipe" in given:
+            raise SystemExit("error: --recipe is not for word2vec")
         return
     wrong = [flag for flag in WORD2VEC_FLAGS if flag in given]
     if wrong:
         raise SystemExit(
             f"error: {', '.join(wrong)} {'is' if len(wrong) == 1 else 'are'} for word2vec"
         )
+    recipe = _recipe(arguments, family, given)
     defaults = {"steps": 200, "epochs": 2, "batch_size": 32, "learning_rate": 5e-4}
+    defaults["vocab_size"] = 8000
+    if recipe is not None:
+        defaults.update(learning_rate=recipe.learning_rate, vocab_size=recipe.vocab_size)
+        if arguments.objective is None:
+            arguments.objective = recipe.options.get("objective")
     for name, value in defaults.items():
         if getattr(arguments, name) is None:
             setattr(arguments, name, value)
@@ -285,6 +301,35 @@ def resolve_flags(arguments, argv):
     if not family.memory and (arguments.reuse_len, arguments.mem_len) != (None, None):
         memory = families_where(lambda declared: declared.memory)
         raise SystemExit(f"error: --reuse-len and --mem-len are for {' and '.join(memory)}")
+
+
+def _recipe(arguments, family, given):
+    """The `Recipe` of `--recipe` for the family (None without the flag), refused where the
+    family has no such recipe or `--pretrained` gives the model."""
+    if arguments.recipe is None:
+        return None
+    recipes = family.recipes
+    if arguments.recipe not in recipes:
+        offered = [
+            f"{name} ({', '.join(declared.recipes)})"
+            for name, declared in _declarations().items()
+            if declared.recipes
+        ]
+        raise SystemExit(
+            f"error: --recipe {arguments.recipe} is not a recipe of {arguments.model}; "
+            f"recipes: {'; '.join(offered) or 'none'}"
+        )
+    if "--pretrained" in given:
+        raise SystemExit(
+            "error: --recipe cannot go with --pretrained: the checkpoint gives the model"
+        )
+    return recipes[arguments.recipe]
+
+
+def _declarations():
+    from lmpipe.pipelines.families import PRETRAINING
+
+    return {name: family.command_line for name, family in PRETRAINING.items()}
 
 
 def run(arguments):
@@ -415,6 +460,8 @@ def _pipeline(arguments, tokenizer):
     family = _family(arguments)
     declared = family.command_line
     config = declared.preset_config(arguments.preset, tokenizer.vocabulary_size, arguments.seq_len)
+    if arguments.recipe is not None:
+        config = dataclasses.replace(config, **declared.recipes[arguments.recipe].config)
     return family(tokenizer, config=config, **declared.options(arguments))
 
 

@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from lmpipe.arguments import (
+    check_bool,
     check_heads,
     check_positive_integers,
     check_positive_numbers,
@@ -14,6 +15,7 @@ from lmpipe.arguments import (
 from lmpipe.contract import PADDING_MASK, SEGMENT_IDS, TOKEN_IDS
 from lmpipe.layers.bert_embedding import BertEmbedding
 from lmpipe.layers.initializers import bert_initializer
+from lmpipe.layers.layer_normalization import LayerNormalization
 from lmpipe.layers.transformer_encoder_block import TransformerEncoderBlock
 from lmpipe.models.presets import Presets
 
@@ -43,6 +45,10 @@ class BertConfig(Presets):
     of Turc et al., "Well-Read Students Learn Better", 2019), `base()` and `large()`
     (Devlin et al., 2019).
     Any field can be overridden: `BertConfig.base(vocabulary_size=8000)`.
+    `normalize_first=True` makes the blocks pre-LN (layer normalization before attention and
+    the feed-forward network, a final one after the last block): trainable at larger learning
+    rates from the first step (Xiong et al., 2020; the cramming recipe), but not the layout of
+    Hugging Face's BERT, so such an encoder is not written as a Hugging Face checkpoint.
     """
 
     vocabulary_size: int = 30522
@@ -57,9 +63,11 @@ class BertConfig(Presets):
     activation: str = "gelu"
     layer_norm_epsilon: float = 1e-12
     initializer_range: float = 0.02
+    normalize_first: bool = False
 
     def __post_init__(self):
         _check_encoder_config(self)
+        check_bool("normalize_first", self.normalize_first)
 
     @classmethod
     def tiny(cls, **overrides):
@@ -104,6 +112,8 @@ def encoder_outputs(inputs, embedding, blocks, config, name):
     x = embedding(inputs[TOKEN_IDS], inputs[SEGMENT_IDS])  # [B, S, H]
     for block in blocks:
         x = block(x, padding_mask=inputs[PADDING_MASK])
+    if getattr(config, "normalize_first", False):  # pre-LN: the blocks' sum is not normalized
+        x = LayerNormalization(epsilon=config.layer_norm_epsilon, name="final_norm")(x)
     # The pooler reads the final hidden state of [CLS] (position 0): tanh(W h_0 + b).
     cls_state = x[:, 0, :]  # [B, H]
     pooled = keras.layers.Dense(
@@ -146,6 +156,7 @@ def bert(config=None):
             attention_dropout=config.attention_dropout,
             activation=config.activation,
             layer_norm_epsilon=config.layer_norm_epsilon,
+            normalize_first=config.normalize_first,
             kernel_initializer=initializer,
             name=f"block_{index}",
         )

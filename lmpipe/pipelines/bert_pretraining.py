@@ -36,6 +36,7 @@ from lmpipe.models.pretraining import BertPretrainer
 from lmpipe.models.samplers import traced_function
 from lmpipe.pipelines.command_line import CommandLine, shared_options
 from lmpipe.pipelines.pipeline import EncoderPipeline, PipelineOptions, perplexity
+from lmpipe.pipelines.recipes import FAST_BERT
 from lmpipe.tokenizers.sentence_piece import SentencePieceTokenizer
 from lmpipe.tokenizers.wordpiece import WordPieceTokenizer
 
@@ -171,6 +172,7 @@ class BertPretraining(EncoderPipeline):
         uses_mask_token=True,
         pair_objective=True,
         checkpoint_type="bert",
+        recipes={"fast": FAST_BERT},
     )
 
     def __init__(self, tokenizer, config=None, **options):

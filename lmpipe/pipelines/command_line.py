@@ -35,6 +35,8 @@ class CommandLine:
         objective: what it learns, said where `--objective` is refused.
         checkpoint_type: the Hugging Face `model_type` that `--pretrained` continues; None
             where continuing a checkpoint is not offered.
+        recipes: the family's `Recipe`s by the name `--recipe` gives
+            (`lmpipe.pipelines.recipes`).
     """
 
     name: str
@@ -52,6 +54,7 @@ class CommandLine:
     document_attention: bool = False
     objective: str = None
     checkpoint_type: str = None
+    recipes: dict = dataclasses.field(default_factory=dict)
 
     def preset_config(self, preset, vocabulary_size, seq_len):
         """The model configuration of `preset` for a vocabulary of `vocabulary_size` and

@@ -89,3 +89,24 @@ def test_configs_reject_bad_sizes_naming_the_field():
         AlbertConfig.tiny(dropout=-0.1)
     with pytest.raises(ValueError, match="embedding_dim"):
         AlbertConfig.tiny(embedding_dim=0)
+
+
+def test_a_pre_ln_bert_normalizes_before_each_sublayer_and_once_after_the_last_block():
+    config = BertConfig.tiny(vocabulary_size=64, normalize_first=True)
+    model = bert(config)
+    blocks = [model.get_layer(f"block_{index}") for index in range(config.num_layers)]
+    assert all(block.normalize_first for block in blocks)
+    assert not bert(BertConfig.tiny(vocabulary_size=64)).get_layer("block_0").normalize_first
+    batch = encoder_batch(64)
+    x = model.get_layer("embedding")(batch["token_ids"], batch["segment_ids"])
+    for block in blocks:
+        x = block(x, padding_mask=batch["padding_mask"])
+    expected = np.asarray(model.get_layer("final_norm")(x))
+    output = np.asarray(model(batch)["sequence_output"])
+    np.testing.assert_allclose(output, expected, atol=1e-5)
+    # The final norm makes every position's features zero-mean and unit-variance (gamma 1,
+    # beta 0 at the start).
+    np.testing.assert_allclose(output.mean(-1), 0, atol=1e-4)
+    np.testing.assert_allclose(output.std(-1), 1, atol=1e-3)
+    with pytest.raises(ValueError, match="normalize_first"):
+        BertConfig.tiny(normalize_first="yes")
