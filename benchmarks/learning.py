@@ -16,9 +16,10 @@ as GPT-2 is trained), the loss the mean next-token cross-entropy over the real t
    (`lmpipe.training.schedules.adamw`: AdamW, weight decay 0.01 except on biases and LayerNorms,
    global-norm clipping at 1, linear warmup and decay) against the same AdamW written out in
    PyTorch with Keras' formula (`keras_adamw_step`). Keras' Adam adds epsilon to sqrt(v)
-   before the bias correction, PyTorch's after it, so `torch.optim.AdamW` differs in the
-   epsilon term; with it the curves still agree to about 1e-4 (printed as well). The figure
-   is the largest |loss difference| over the steps.
+   before the bias correction, PyTorch's after it: with epsilon 1e-6 the updates of parameters
+   with small gradients (rare words' rows) differ in the first hundreds of steps, and
+   `torch.optim.AdamW` moves the curve by up to 0.06 (BERT) and 0.10 (GPT) in the loss
+   (printed as well). The figure is the largest |loss difference| over the steps.
 2. Learning, dropout 0.1 (each library its own dropout draws), `LEARNING_STEPS` steps: the
    reference trains as its users do (`torch.optim.AdamW` with the same hyper-parameters,
    `transformers.get_linear_schedule_with_warmup`, `torch.nn.utils.clip_grad_norm_`); then
@@ -27,11 +28,11 @@ as GPT-2 is trained), the loss the mean next-token cross-entropy over the real t
    over the reference's (lower is better; goal <= 1).
 
 Sizes: BERT-tiny (2 layers, hidden 128, 2 heads, FFN 512) and a GPT of the same sizes,
-sequence length 64, batch 16, a 4,000-word WordPiece vocabulary learnt from the training
+sequence length 64, batch 16, a WordPiece vocabulary of 4,000 words asked (3,871 learnt) from the training
 plays, learning rate 1e-3 (warmup 10%), float32 on the CPU.
 
 Run: pip install -e '.[benchmarks]' torch && python benchmarks/learning.py
-     (about 20 minutes on 2 CPU cores; --steps N for a shorter learning run)
+     (36 minutes on 2 CPU cores shared with other work; --steps N for a shorter run)
 """
 
 import argparse
@@ -61,7 +62,6 @@ LEARNING_RATE, WEIGHT_DECAY, CLIPNORM = 1e-3, 0.01, 1.0
 # Adam's moments and epsilon, as `lmpipe.training.schedules.adamw` sets them.
 BETA_1, BETA_2, EPSILON = 0.9, 0.999, 1e-6
 PARITY_STEPS, LEARNING_STEPS, HELD_OUT_BATCHES = 100, 2000, 20
-PARITY_TOLERANCE = 1e-3  # the largest |loss difference| the parity test allows
 FAMILIES = ("bert", "gpt")
 
 
