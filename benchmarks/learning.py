@@ -28,8 +28,8 @@ as GPT-2 is trained), the loss the mean next-token cross-entropy over the real t
    over the reference's (lower is better; goal <= 1).
 
 Sizes: BERT-tiny (2 layers, hidden 128, 2 heads, FFN 512) and a GPT of the same sizes,
-sequence length 64, batch 16, a WordPiece vocabulary of 4,000 words asked (3,871 learnt) from the training
-plays, learning rate 1e-3 (warmup 10%), float32 on the CPU.
+sequence length 64, batch 16, a WordPiece vocabulary learnt from the training plays (4,000
+words asked, 3,871 learnt), learning rate 1e-3 (warmup 10%), float32 on the CPU.
 
 Run: pip install -e '.[benchmarks]' torch && python benchmarks/learning.py
      (36 minutes on 2 CPU cores shared with other work; --steps N for a shorter run)
