@@ -38,6 +38,7 @@ BENCHMARKS = {
     "decoding": 1200,
     "memory_budget": 1800,
     "resume": 1200,
+    "learning": 3600,
 }
 STDERR_LINES = 40  # of a failed benchmark's standard error, kept in its JSON file
 
@@ -267,7 +268,7 @@ def _reproduce(ran):
         "",
         "From the repository root, on a machine with nothing else running:",
         "",
-        "    pip install -e '.[benchmarks]'   # and PyTorch (a CPU build) for permutation.py",
+        "    pip install -e '.[benchmarks]'   # and PyTorch (CPU) for permutation.py, learning.py",
         f"    {prefix}python benchmarks/run_all.py",
         "",
         "`--only masking,serving` runs some of them and keeps the others' figures; `--render`"
