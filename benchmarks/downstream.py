@@ -138,6 +138,7 @@ def fine_tuned_accuracy(model, pretrained, data, flags, work):
     with tempfile.TemporaryDirectory(dir=work) as out:
         arguments = cli_arguments(pretrained, out, flags)
         strategy = runs.start_strategy(arguments.strategy)
+        finetune.classify_schedule(arguments, len(train_texts))
         class_names = tuple(sorted(set(train_labels)))
         options = dict(seq_len=arguments.seq_len, labels=class_names, seed=arguments.seed)
         classifier = finetune._fine_tuning_pipeline(
