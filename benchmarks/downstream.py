@@ -246,10 +246,15 @@ def accuracy_table(records, sets=SETS, sizes=SIZES, models=MODELS):
                 cells.append(f"{record['accuracy']:.3f}" if record else "")
             rows.append([SET_NAMES[name], MODEL_NAMES[model], *cells])
     return {
-        "title": "Downstream accuracy: test accuracy at 100, 300, 1,000 and all training labels",
-        "header": ["set", "model", *[f"{size} labels" for size in sizes]],
+        "title": "test accuracy at 100, 300, 1,000 and all training labels (blank: not measured)",
+        "header": ["set", "model", *[f"{_count(size)} labels" for size in sizes]],
         "rows": rows,
     }
+
+
+def _count(size):
+    """A size as the table writes it: "1,000", "all"."""
+    return f"{int(size):,}" if size.isdigit() else size
 
 
 def comparisons(records, sets=SETS, sizes=SIZES):
@@ -268,7 +273,9 @@ def comparisons(records, sets=SETS, sizes=SIZES):
                 ratio = (
                     records[name, size, model]["accuracy"] / records[name, size, other]["accuracy"]
                 )
-                measure = f"test accuracy, {SET_NAMES[name]}, {size} labels, {MODEL_NAMES[model]}"
+                measure = (
+                    f"test accuracy, {SET_NAMES[name]}, {_count(size)} labels, {MODEL_NAMES[model]}"
+                )
                 found.append((measure, ratio, MODEL_NAMES[other], goal))
     return found
 
