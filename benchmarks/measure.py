@@ -316,6 +316,14 @@ class Results:
     def __init__(self, benchmark):
         self.benchmark = benchmark
         self.figures = []
+        self.tables = []
+
+    def add_table(self, title, header, rows):
+        """Keep a table of absolute figures (accuracies, ...) that RESULTS.md shows as it is,
+        below the ratios: `header` a list of column names, `rows` lists of cells."""
+        if any(len(row) != len(header) for row in rows):
+            raise ValueError(f"table {title!r}: every row needs {len(header)} cells")
+        self.tables.append({"title": title, "header": list(header), "rows": rows})
 
     def add(
         self, measure, ratio, alternative, goal=None, higher_is_better=True, spread=None, **extra
@@ -354,6 +362,8 @@ class Results:
             "machine": machine(),
             "figures": self.figures,
         }
+        if self.tables:
+            record["tables"] = self.tables
         # NumPy values among the extras as plain numbers and lists, anything else as text.
         text = json.dumps(
             record, indent=2, default=lambda value: getattr(value, "tolist", value.__str__)()

@@ -108,6 +108,27 @@ def test_each_recorded_ratio_becomes_a_row_with_its_spread_goal_and_verdict(
     assert rows_of(page, "decoding") == ["| decoding | not run yet |  |  |  |  |  |  |"]
 
 
+def test_a_table_of_absolute_figures_is_shown_as_written(run_all, measure, tmp_path):
+    results = measure.Results("downstream")
+    results.add("test accuracy, 300 labels, MiniLM", 1.05, "TF-IDF", goal="> 1x")
+    results.add_table("accuracy", ["set", "model", "300 labels"], [["spam", "MiniLM", "0.990"]])
+    with pytest.raises(ValueError, match="3 cells"):
+        results.add_table("accuracy", ["set", "model", "300 labels"], [["spam", "0.9"]])
+    results.write(directory=tmp_path)
+
+    page = run_all.render(run_all.load_records(tmp_path))
+
+    assert rows_of(page, "downstream")[0].startswith(
+        "| downstream | test accuracy, 300 labels, MiniLM | TF-IDF | 1.05x |  | > 1x | met"
+    )
+    table = page.split("## downstream: accuracy\n\n")[1].split("\n\n")[0]
+    assert table.splitlines() == [
+        "| set | model | 300 labels |",
+        "| --- | --- | --- |",
+        "| spam | MiniLM | 0.990 |",
+    ]
+
+
 def test_a_failed_benchmark_has_a_row_and_the_end_of_its_standard_error(run_all, tmp_path):
     failure = {
         "benchmark": "training",

@@ -71,6 +71,29 @@ def test_finetune_on_the_users_labelled_files_then_predict(tiny_bert, tmp_path, 
     assert re.match(r"Evaluation on 2 examples: accuracy \d\.\d{4}, loss", capsys.readouterr().out)
 
 
+@pytest.mark.parametrize(
+    "examples, given, schedule",
+    [
+        (100, [], (1e-4, 16, 9)),  # 7 updates an epoch: 9 epochs make 60
+        (300, [], (1e-4, 16, 4)),
+        (5000, [], (1e-4, 16, 2)),  # never fewer than 2 epochs
+        (30, [], (1e-4, 16, 10)),  # nor more than 10
+        (300, ["--batch-size", "32", "--accumulation-steps", "2"], (1e-4, 32, 10)),
+        (300, ["--steps-per-epoch", "20"], (1e-4, 16, 3)),
+        (300, ["--epochs", "1", "--learning-rate", "3e-5"], (3e-5, 16, 1)),
+    ],
+)
+def test_classify_schedule_without_flags_makes_enough_updates(examples, given, schedule):
+    from lmpipe.cli.finetune import classify_schedule
+    from lmpipe.cli.main import build_parser
+
+    argv = ["finetune", "classify", "--pretrained", "x", "--out", "y", *given]
+    arguments = build_parser().parse_args(argv)
+    arguments.flags_given = {flag for flag in argv if flag.startswith("--")}
+    classify_schedule(arguments, examples)
+    assert (arguments.learning_rate, arguments.batch_size, arguments.epochs) == schedule
+
+
 @pytest.mark.parametrize("scratch", [False, True])
 def test_finetune_demo_on_the_spam_assassin_corpus(
     tiny_bert, spam_assassin_archive, tmp_path, capsys, scratch
@@ -82,6 +105,7 @@ def test_finetune_demo_on_the_spam_assassin_corpus(
     command = ["finetune", "classify", "--pretrained", str(tiny_bert), "--out", str(out)]
     command += ["--spam-assassin", spam_assassin_archive, "--limit", "48", "--held-out", "0.01"]
     command += ["--seq-len", "16", "--epochs", "1", "--batch-size", "16", "--no-export"]
+    command += ["--learning-rate", "5e-5"]
     assert main([*command, *(["--from-scratch"] if scratch else [])]) == 0
     printed = capsys.readouterr().out
     assert re.search(r"SpamAssassin: 5,9\d\d messages \(1,\d{3} spam; \d+ repeated texts", printed)

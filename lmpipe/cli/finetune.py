@@ -6,6 +6,14 @@ import typing
 
 from lmpipe.cli import flags, runs
 
+# `finetune classify`'s schedule when no flag sets it, chosen with benchmarks/downstream.py on
+# 100 and 300 labels of SpamAssassin and Shakespeare's genres (docs/fine-tuning.md): the shared
+# defaults (5e-5, batch 32, 2 epochs) make 8 updates of 100 labels, and learn nothing.
+CLASSIFY_DEFAULTS = {"--learning-rate": ("learning_rate", 1e-4), "--batch-size": ("batch_size", 16)}
+CLASSIFY_UPDATES = 60  # --epochs by default: as many as make this many updates ...
+CLASSIFY_EPOCHS = (2, 10)  # ... but no fewer and no more epochs than these
+DEFAULT_EPOCHS = 2  # the other tasks'
+
 
 def add_parser(commands, common):
     """Add `lmpipe finetune` to the `commands` sub-parsers."""
@@ -37,7 +45,13 @@ def add_parser(commands, common):
         default=0.1,
         help="without --test: the share of --train held out to test",
     )
-    finetuning.add_argument("--epochs", type=int, default=2, help="epochs of fine-tuning")
+    finetuning.add_argument(
+        "--epochs",
+        type=int,
+        default=None,
+        help="epochs of fine-tuning (default: 2; classify: as many as make "
+        f"{CLASSIFY_UPDATES} updates, {CLASSIFY_EPOCHS[0]} to {CLASSIFY_EPOCHS[1]})",
+    )
     finetuning.add_argument(
         "--limit",
         type=int,
@@ -68,7 +82,15 @@ def add_parser(commands, common):
         default="val_loss",
         help="the validation metric that picks the best epoch, e.g. val_accuracy, val_macro_f1",
     )
-    flags.add_training_options(finetuning, batch_default=32, learning_rate=5e-5)
+    flags.add_training_options(
+        finetuning,
+        batch_default=32,
+        learning_rate=5e-5,
+        batch_help=f"global batch size (classify: {CLASSIFY_DEFAULTS['--batch-size'][1]} unless "
+        "given)",
+        learning_rate_help=f"peak learning rate (classify: "
+        f"{CLASSIFY_DEFAULTS['--learning-rate'][1]:g} unless given)",
+    )
 
     classify = flags.add_verb(
         tasks,
@@ -180,6 +202,7 @@ def run_classify(arguments):
     _check_shared_flags(arguments)
     flags.check_positive(arguments, "limit")
     train, validation, test, class_names = _labelled_splits(arguments)
+    classify_schedule(arguments, len(train[0]))
     options = dict(seq_len=arguments.seq_len, labels=class_names, seed=arguments.seed)
     classifier = _fine_tuning_pipeline(TextClassifier, arguments, len(class_names), **options)
     history = _fit(classifier, train, validation, arguments, strategy)
@@ -312,6 +335,23 @@ def run_spans(arguments):
     return 0
 
 
+def classify_schedule(arguments, examples):
+    """Set `finetune classify`'s schedule where no flag set it: `CLASSIFY_DEFAULTS`, and
+    --epochs for `examples` training examples, as many as make `CLASSIFY_UPDATES` updates of
+    --batch-size (x --accumulation-steps, or --steps-per-epoch) within `CLASSIFY_EPOCHS`: a
+    small --train needs more passes to move the weights at all."""
+    given = getattr(arguments, "flags_given", ())
+    for flag, (name, value) in CLASSIFY_DEFAULTS.items():
+        if flag not in given:
+            setattr(arguments, name, value)
+    if arguments.epochs is None:
+        per_epoch = arguments.steps_per_epoch or -(
+            -examples // (arguments.batch_size * arguments.accumulation_steps)
+        )
+        low, high = CLASSIFY_EPOCHS
+        arguments.epochs = min(high, max(low, -(-CLASSIFY_UPDATES // max(per_epoch, 1))))
+
+
 def _fine_tuning_pipeline(family, arguments, *task, **options):
     """The `family` pipeline (a `FineTuningPipeline`) that starts from --pretrained (a saved
     pretraining pipeline or run, or a Hugging Face BERT, ALBERT or XLNet folder), or from its
@@ -336,6 +376,8 @@ def _fine_tuning_pipeline(family, arguments, *task, **options):
 
 def _fit(pipe, train, validation, arguments, strategy):
     """`pipe.fit` with the flags every `lmpipe finetune` task shares; its history."""
+    if arguments.epochs is None:
+        arguments.epochs = DEFAULT_EPOCHS
     return pipe.fit(
         train,
         steps_per_epoch=arguments.steps_per_epoch,
