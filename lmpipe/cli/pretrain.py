@@ -242,12 +242,10 @@ def resolve_flags(arguments, argv):
             f"error: {', '.join(wrong)} {'is' if len(wrong) == 1 else 'are'} for word2vec"
         )
     recipe = _recipe(arguments, family, given)
-    defaults = {"steps": 200, "epochs": 2, "batch_size": 32, "learning_rate": 5e-4}
-    defaults["vocab_size"] = 8000
+    defaults = {"steps": 200, "epochs": 2, "batch_size": 32}
+    defaults.update(learning_rate=5e-4, vocab_size=8000)
     if recipe is not None:
         defaults.update(learning_rate=recipe.learning_rate, vocab_size=recipe.vocab_size)
-        if arguments.objective is None:
-            arguments.objective = recipe.options.get("objective")
     for name, value in defaults.items():
         if getattr(arguments, name) is None:
             setattr(arguments, name, value)
@@ -310,10 +308,12 @@ def _recipe(arguments, family, given):
         return None
     recipes = family.recipes
     if arguments.recipe not in recipes:
+        from lmpipe.pipelines.families import PRETRAINING
+
         offered = [
-            f"{name} ({', '.join(declared.recipes)})"
-            for name, declared in _declarations().items()
-            if declared.recipes
+            f"{name} ({', '.join(other.command_line.recipes)})"
+            for name, other in PRETRAINING.items()
+            if other.command_line.recipes
         ]
         raise SystemExit(
             f"error: --recipe {arguments.recipe} is not a recipe of {arguments.model}; "
@@ -324,12 +324,6 @@ def _recipe(arguments, family, given):
             "error: --recipe cannot go with --pretrained: the checkpoint gives the model"
         )
     return recipes[arguments.recipe]
-
-
-def _declarations():
-    from lmpipe.pipelines.families import PRETRAINING
-
-    return {name: family.command_line for name, family in PRETRAINING.items()}
 
 
 def run(arguments):

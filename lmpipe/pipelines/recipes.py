@@ -8,7 +8,7 @@ command line still wins over it. From Python, a recipe's fields are what to pass
 >>> fast.config["dropout"], fast.vocab_size
 (0.0, 2000)
 
-and `BertPretraining(tokenizer, config=BertConfig.mini(**fast.config, ...), **fast.options)`,
+and `BertPretraining(tokenizer, config=BertConfig.mini(**fast.config, ...))`,
 `pipe.fit(corpus, learning_rate=fast.learning_rate, ...)`, with a tokenizer of
 `fast.vocab_size` tokens.
 """
@@ -22,25 +22,19 @@ class Recipe:
 
     Attributes:
         name: what `--recipe` calls it.
-        summary: one line on what it is for (the command's help).
         config: fields of the model configuration over the preset's.
-        options: the pipeline's options (e.g. its objective).
         learning_rate: the peak learning rate.
         vocab_size: the vocabulary to learn.
     """
 
     name: str
-    summary: str
     config: dict = dataclasses.field(default_factory=dict)
-    options: dict = dataclasses.field(default_factory=dict)
     learning_rate: float = None
     vocab_size: int = None
 
 
 FAST_BERT = Recipe(
     "fast",
-    "small compute (minutes to hours on CPUs): a vocabulary of 2,000 tokens, no dropout, "
-    "learning rate 1e-3",
     config={"dropout": 0.0, "attention_dropout": 0.0},
     learning_rate=1e-3,
     vocab_size=2000,
