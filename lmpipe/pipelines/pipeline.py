@@ -22,7 +22,7 @@ import tensorflow as tf
 from lmpipe.arguments import check_choice, check_number, check_seed, check_texts
 from lmpipe.contract import PADDING_MASK
 from lmpipe.datasets.corpora.corpus_mixture import CorpusMixture
-from lmpipe.datasets.examples.mixture import describe_shares
+from lmpipe.datasets.examples.mixture import describe_shares, realized_shares
 from lmpipe.datasets.examples.packing import pack_texts
 from lmpipe.models.configs import config_from_dict, config_to_dict
 from lmpipe.models.samplers import traced_function
@@ -32,6 +32,7 @@ from lmpipe.training.best_epoch import KeepBest
 from lmpipe.training.callbacks import (
     EvaluateEachEpoch,
     ExamplesPerSecond,
+    SourceShares,
     one_pass_without_warning,
 )
 from lmpipe.training.checkpointing import write_json_atomically
@@ -284,6 +285,13 @@ class Pipeline:
         if self.reports_throughput:
             examples = ExamplesPerSecond(batch_size * options.accumulation_steps)
             options = dataclasses.replace(options, callbacks=(*options.callbacks, examples))
+        if isinstance(data, CorpusMixture):
+            # Logged at each epoch's end, from the mixture's schedule of the examples trained.
+            def shares(trained):
+                return [(name, share) for name, share, _ in realized_shares(data, 0, trained)]
+
+            logged = SourceShares(shares, batch_size * options.accumulation_steps)
+            options = dataclasses.replace(options, callbacks=(*options.callbacks, logged))
         optimizer = self.optimizer(options)
         previous = self.model if options.checkpoint_dir is None else None
 

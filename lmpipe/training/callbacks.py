@@ -1,6 +1,6 @@
 """The Keras callbacks of the training loop: validation at each epoch's end, examples per
-second, per-step TensorBoard scalars, the stop at a non-finite loss, and a `History` that
-joins several `fit` calls. (The checkpoint's own callback is
+second, a mixture's shares, per-step TensorBoard scalars, the stop at a non-finite loss, and a
+`History` that joins several `fit` calls. (The checkpoint's own callback is
 `lmpipe.training.checkpointing.CheckpointCallback`.)"""
 
 import contextlib
@@ -63,6 +63,24 @@ class ExamplesPerSecond(keras.callbacks.Callback):
         if logs is not None and self.steps:
             seconds = max(self.end - self.start, 1e-9)
             logs["examples_per_second"] = self.steps * self.batch_size / seconds
+
+
+class SourceShares(keras.callbacks.Callback):
+    """Add each data source's share of the examples trained so far to each epoch's logs, as
+    `share/<source>` (so to the history and TensorBoard's epoch scalars): `shares(n)` gives
+    `[(source, share)]` over the first `n` examples, `examples_per_step` examples an update.
+    The count is the optimizer's updates, so a resumed run's shares are the whole run's."""
+
+    def __init__(self, shares, examples_per_step):
+        super().__init__()
+        self.shares = shares
+        self.examples_per_step = examples_per_step
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is None:
+            return
+        trained = int(self.model.optimizer.iterations.numpy()) * self.examples_per_step
+        logs.update({f"share/{name}": share for name, share in self.shares(trained)})
 
 
 class StepScalars(keras.callbacks.Callback):

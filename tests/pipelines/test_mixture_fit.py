@@ -61,3 +61,35 @@ def test_fit_on_a_mixture_reports_the_shares_of_the_examples_trained(tmp_path, c
     shares = schedule_of(mixture()).counts(0, 2000) / 2000
     np.testing.assert_allclose(shares, [0.7, 0.3], atol=0.01)
     assert lines[at + 1] == f"  source 0 {shares[0]:.1%} (weight 70.0%)"
+
+
+def _tags(directory):
+    """Every scalar tag written to the TensorBoard event files under `directory`."""
+    import tensorflow as tf
+
+    tags = set()
+    for path in tf.io.gfile.glob(str(directory / "*" / "events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            tags.update(value.tag for value in event.summary.value)
+    return tags
+
+
+def test_each_epoch_logs_the_shares_of_the_examples_trained_so_far(tmp_path):
+    pipe = StreamRegression(seed=3)
+    history = pipe.fit(
+        mixture(),
+        batch_size=4,
+        epochs=2,
+        steps_per_epoch=3,
+        checkpoint_dir=str(tmp_path / "run"),
+        learning_rate=0.05,
+        warmup_steps=1,
+        verbose=0,
+    )
+    schedule = schedule_of(mixture())
+    # After epoch 1 the first 12 examples, after epoch 2 the first 24 (chunks of 3).
+    expected = np.array([schedule.counts(0, 12) / 12, schedule.counts(0, 24) / 24])
+    assert expected[:, 0].tolist() != expected[:, 1].tolist()
+    for source in (0, 1):
+        np.testing.assert_allclose(history.history[f"share/source {source}"], expected[:, source])
+    assert {"epoch_share/source 0", "epoch_share/source 1"} <= _tags(tmp_path / "run" / "logs")
