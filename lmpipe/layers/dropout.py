@@ -18,6 +18,12 @@ On a machine without GPUs, outside XLA, the mask is one compiled op (lmpipe's `d
 kernel: the same Philox words from a vectorized generator, compared and scaled in one pass),
 which gives the values of the TensorFlow ops below; those ops build it under XLA, on GPU
 machines, inside `lmpipe.kernels.ops_only()` and where the kernel cannot be built.
+
+Under a `tf.distribute` strategy with several replicas, the layer's seed state (a Keras seed
+generator's variable) is mirrored: every replica reads the same seed at every step, and Keras'
+Dropout gives every replica the same masks (row i of each replica's batch dropped alike). This
+one folds the replica's id into the seed, so that each replica draws its own masks, as it would
+for those rows trained on one device; one replica's masks are those of the unfolded seed.
 """
 
 import keras
@@ -34,7 +40,8 @@ _SMALLEST_16_BIT_RATE = 2**-10
 @keras.saving.register_keras_serializable(package="lmpipe")
 class Dropout(keras.layers.Dropout):
     """`keras.layers.Dropout` (same arguments, same config) with the cheaper mask of the
-    module docstring; a `noise_shape` goes through Keras' own dropout.
+    module docstring, and masks of their own on each replica; a `noise_shape` goes through
+    TensorFlow's stateless dropout, as in Keras' Dropout.
 
     Example:
 
@@ -50,14 +57,37 @@ class Dropout(keras.layers.Dropout):
     """
 
     def call(self, inputs, training=False):
-        if not training or self.rate == 0 or self.noise_shape is not None:
-            return super().call(inputs, training=training)
+        if not training or self.rate == 0:
+            return inputs
         if drops_everything(self.rate, inputs.dtype):
             return tf.zeros_like(inputs)
-        seed = self.seed_generator.next()
-        # The stateless random ops take int32 seeds under XLA (Keras' own dropout does this).
-        seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
+        seed = replica_seed(self.seed_generator.next())
+        if self.noise_shape is not None:
+            # Keras' dropout (the values of `keras.layers.Dropout` on one replica).
+            noise_shape = [
+                tf.shape(inputs)[axis] if size is None else size
+                for axis, size in enumerate(self.noise_shape)
+            ]
+            return tf.nn.experimental.stateless_dropout(
+                inputs, self.rate, noise_shape=noise_shape, seed=seed
+            )
         return inputs * scaled_keep_mask(tf.shape(inputs), self.rate, seed, inputs.dtype)
+
+
+def replica_seed(seed):
+    """The int32 `[2]` seed of a layer's draw on this replica: `seed` (a seed generator's
+    state, int64 where Keras keeps it so) as int32, as Keras' dropout casts it for the stateless
+    ops under XLA; with the replica's id folded in under a strategy with several replicas,
+    whose replicas all read the same (mirrored) seed state."""
+    seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
+    context = tf.distribute.get_replica_context()  # None in a cross-replica context
+    if context is None or context.num_replicas_in_sync == 1:
+        return seed
+    replica = tf.cast(context.replica_id_in_sync_group, tf.int32)
+    seed = tf.random.experimental.stateless_fold_in(seed, replica, alg="philox")
+    # Non-negative, as the cast above leaves a seed state: TensorFlow's stateless ops draw
+    # other numbers for negative seeds under XLA than outside it.
+    return tf.bitwise.bitwise_and(seed, tf.int32.max)
 
 
 def scaled_keep_mask(shape, rate, seed, dtype):

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from lmpipe import kernels
 from lmpipe.layers import Dropout
+from tests.fresh_process import run_script
 
 
 @pytest.mark.parametrize("rate", [0.1, 0.5, 1e-4])
@@ -63,9 +64,148 @@ def test_dropout_config_round_trip_and_noise_shape():
     restored = keras.layers.deserialize(keras.layers.serialize(layer))
     assert type(restored) is Dropout
     assert (restored.rate, restored.noise_shape, restored.seed) == (0.2, (None, 1), 4)
-    # A noise_shape goes through Keras' dropout: whole rows kept or dropped.
+    # A noise_shape goes through Keras' dropout: whole rows kept or dropped, Keras' values.
     y = np.array(restored(tf.ones((100, 5)), training=True))
     assert all(len(set(row)) == 1 for row in y.tolist())
+    keras_layer = keras.layers.Dropout(0.2, noise_shape=(None, 1), seed=4)
+    np.testing.assert_array_equal(y, keras_layer(tf.ones((100, 5)), training=True))
+
+
+class _RowScale(keras.layers.Layer):
+    """`x * w[row]`, `w` `[rows, D]` of ones, the row given by `x[:, 0]`: the gradient of the
+    sum of a dropout of it shows in `w[row]` which elements the mask kept for that row."""
+
+    def __init__(self, rows, **kwargs):
+        super().__init__(**kwargs)
+        self.rows = rows
+
+    def build(self, shape):
+        self.w = self.add_weight(shape=(self.rows, shape[-1]), initializer="ones")
+
+    def call(self, x):
+        return keras.ops.take(self.w, keras.ops.cast(x[:, 0], "int32"), axis=0)
+
+
+def kept_by_step(model, data, steps):
+    """Train `model` (SGD, learning rate 1, on the sum of its outputs) `steps` steps with
+    `fit` on `data`; the elements each step's masks kept, `[steps, weights]` bools: those
+    whose weight the step changed."""
+    weights = []
+
+    class Record(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            weights.append(np.concatenate([v.numpy().ravel() for v in model.trainable_weights]))
+
+    weights.append(np.concatenate([v.numpy().ravel() for v in model.trainable_weights]))
+    repeated = np.repeat(data, steps, axis=0)
+    model.fit(
+        repeated,
+        np.zeros((len(repeated), 1), "float32"),
+        batch_size=len(data),
+        shuffle=False,
+        verbose=0,
+        callbacks=[Record()],
+    )
+    return np.diff(np.array(weights), axis=0) != 0
+
+
+@pytest.mark.parametrize("path", ["compiled", "tensorflow-ops", "xla"])
+def test_every_step_of_fit_and_every_call_draw_their_own_masks(path):
+    """Inside `fit`'s traced step the seed must advance (not be captured as a constant), and
+    the two calls of a block's one Dropout layer (both residual branches) must differ: at rate
+    0.5, independent masks agree on half the elements, one mask drawn again on all of them."""
+    if path == "compiled" and kernels.compiler() is None:
+        pytest.skip("no C++ compiler to build lmpipe's kernels")
+    size = 4096
+    x = keras.Input((size,))
+    dropout = Dropout(0.5)
+    first, second = _RowScale(1, name="first"), _RowScale(1, name="second")
+    both = keras.ops.concatenate([dropout(first(x)), dropout(second(x))], axis=-1)
+    model = keras.Model(x, keras.ops.sum(both, axis=-1, keepdims=True))
+    model.compile(
+        optimizer=keras.optimizers.SGD(1.0),
+        loss=lambda _, y: keras.ops.mean(y),
+        jit_compile=path == "xla",
+    )
+    context = kernels.ops_only() if path == "tensorflow-ops" else contextlib.nullcontext()
+    with context:
+        kept = kept_by_step(model, np.zeros((1, size), "float32"), steps=3)
+    calls = kept.reshape(3, 2, size)  # [step, call, element]
+    # Within 6 standard deviations (1 / (2 sqrt(size)) = 0.008) of a half.
+    assert np.all(np.abs(calls.mean(-1) - 0.5) < 0.05), calls.mean(-1)
+    for step in range(3):
+        assert abs(np.mean(calls[step, 0] == calls[step, 1]) - 0.5) < 0.05
+        for earlier in range(step):
+            assert abs(np.mean(kept[step] == kept[earlier]) - 0.5) < 0.05
+
+
+def test_masks_of_successive_seeds_and_neighbouring_elements_are_independent():
+    """The seeds a layer draws differ by one in their second word ([s, n], [s, n + 1]); the
+    mask's neighbouring elements share a Philox word. Both must be independent: each pair's
+    correlation within 5 standard deviations (1 / sqrt(pairs)) of 0."""
+    from lmpipe.layers.dropout import scaled_keep_mask
+
+    size = 2**20
+    masks = [
+        scaled_keep_mask(tf.constant([size]), 0.1, tf.constant([12345, n]), "float32").numpy() == 0
+        for n in (7, 8)
+    ]
+
+    def correlation(a, b):
+        return np.corrcoef(a.astype("float64"), b.astype("float64"))[0, 1]
+
+    limit = 5 / np.sqrt(size / 2)
+    assert abs(correlation(masks[0], masks[1])) < limit
+    first = masks[0]
+    assert abs(correlation(first[0::2], first[1::2])) < limit  # the halves of one word
+    assert abs(correlation(first[1:-1:2], first[2::2])) < limit  # neighbouring words
+    assert abs(first.mean() - 0.1) < 5 * np.sqrt(0.09 / size)
+
+
+REPLICA_MASKS_SCRIPT = """
+import numpy as np
+import tensorflow as tf
+
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import keras
+
+from lmpipe.layers import Dropout
+from lmpipe.models.trainable import FunctionalTrainableModel
+from tests.layers.test_dropout import _RowScale, kept_by_step
+
+size = 4096
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+data = np.zeros((2, size), "float32")
+data[1, 0] = 1  # row 0 (replica 0's) trains w[0], row 1 (replica 1's) w[1]
+kept = {}
+for per_replica_xla in (False, True):
+    with strategy.scope():
+        x = keras.Input((size,))
+        y = Dropout(0.5, seed=3)(_RowScale(2)(x))
+        model = FunctionalTrainableModel(x, keras.ops.sum(y, axis=-1, keepdims=True))
+        model.compile(
+            optimizer=keras.optimizers.SGD(1.0),
+            loss=lambda _, y: keras.ops.sum(y),
+            jit_compile=False,
+        )
+        model.jit_compile_per_replica(per_replica_xla)
+    rows = kept_by_step(model, data, steps=1)[0].reshape(2, size)
+    # Each replica's mask its own: they agree on half the elements, not on all.
+    assert np.all(np.abs(rows.mean(-1) - 0.5) < 0.05), rows.mean(-1)
+    assert abs(np.mean(rows[0] == rows[1]) - 0.5) < 0.05, np.mean(rows[0] == rows[1])
+    kept[per_replica_xla] = {tuple(row) for row in rows}
+# XLA draws the same masks.
+assert kept[False] == kept[True]
+print("OK")
+"""
+
+
+def test_replicas_draw_their_own_masks():
+    """Every replica reads the same (mirrored) seed state; Keras' Dropout then drops row i of
+    every replica's batch alike. lmpipe's folds the replica's id in, with and without the
+    per-replica XLA forward pass."""
+    run_script(REPLICA_MASKS_SCRIPT)
 
 
 needs_kernel = pytest.mark.skipif(
