@@ -54,7 +54,10 @@ def position_table(seq_len, most=DEFAULT_MAX_SEQUENCE_LENGTH):
 
 
 def _pair_options(flags):
-    return {**shared_options(flags), "objective": flags.objective}
+    options = {**shared_options(flags), "objective": flags.objective}
+    if getattr(flags, "length_buckets", None):
+        options["length_buckets"] = True
+    return options
 
 
 @dataclasses.dataclass(frozen=True)
