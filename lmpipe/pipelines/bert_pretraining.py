@@ -84,8 +84,8 @@ class BertPretrainingOptions(PipelineOptions):
             padding to the smallest of a few lengths that holds it (16, 24, 32, 48, 64, 96,
             128, ... up to `seq_len`; see `lmpipe.datasets.examples.length_groups`): the same
             examples, pairs and masks, in another order within each window of the stream,
-            and batches `[B, L]` with `L` at most `seq_len`. Off by default (docs/stream.md
-            has what it saves: little but at `seq_len` 128 and above).
+            and batches `[B, L]` with `L` at most `seq_len`. Off by default: about 5% more real
+            tokens a second at `seq_len` 128 on Shakespeare, less at 64 (docs/stream.md).
         seed: seed of every random choice: the same seed gives identical batches.
     """
 
