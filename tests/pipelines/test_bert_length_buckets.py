@@ -167,3 +167,57 @@ def test_a_tiny_fit_trains_on_bucketed_batches_with_one_trace(
     assert np.isfinite(history.history["loss"]).all()
     # One trace of the training step for every bucket length (the lengths are dynamic in it).
     assert traces == [[8, None]]
+
+
+class StopError(Exception):
+    pass
+
+
+@pytest.mark.slow
+def test_a_resumed_bucketed_run_equals_the_uninterrupted_run(
+    tmp_path, scenes, comedies_tokenizer, capsys
+):
+    import keras
+
+    config = BertConfig.tiny(
+        vocabulary_size=comedies_tokenizer.vocabulary_size,
+        hidden_dim=32,
+        num_heads=2,
+        intermediate_dim=64,
+        max_sequence_length=SEQ_LEN,
+        dropout=0.0,
+        attention_dropout=0.0,
+    )
+
+    def fit(directory, callbacks=(), verbose=0):
+        pipe = BertPretraining(
+            comedies_tokenizer, config=config, seq_len=SEQ_LEN, seed=4, length_buckets=True
+        )
+        pipe.fit(
+            scenes,
+            batch_size=8,
+            epochs=1,
+            steps_per_epoch=6,
+            checkpoint_dir=str(directory),
+            checkpoint_every=1,
+            callbacks=list(callbacks),
+            verbose=verbose,
+        )
+        return [np.asarray(w) for w in pipe.model.get_weights()]
+
+    class StopAt(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            if int(self.model.optimizer.iterations.numpy()) == 3:
+                raise StopError
+
+    whole = fit(tmp_path / "whole")
+    with pytest.raises(StopError):
+        fit(tmp_path / "run", [StopAt()])
+    capsys.readouterr()
+    resumed = fit(tmp_path / "run", verbose=1)
+    # It resumed after step 2 (step 3 was stopped before its checkpoint) by seeking.
+    printed = capsys.readouterr().out
+    assert "Resuming from step 2 of 6" in printed
+    assert "example 16 (the batch after the last one trained): no batch is rebuilt" in printed
+    for got, want in zip(resumed, whole, strict=True):
+        np.testing.assert_array_equal(got, want)
