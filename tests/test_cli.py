@@ -26,7 +26,22 @@ def test_options_of_another_model_are_refused_before_any_work(tmp_path):
         main(["pretrain", "elmo", "--out", str(tmp_path), "--mem-len", "8"])
     with pytest.raises(SystemExit, match="--no-document-attention is for gpt"):
         main(["pretrain", "elmo", "--out", str(tmp_path), "--no-document-attention"])
+    with pytest.raises(SystemExit, match="--length-buckets is for bert and albert"):
+        main(["pretrain", "gpt", "--out", str(tmp_path), "--length-buckets"])
     assert not list(tmp_path.iterdir())
+
+
+def test_length_buckets_turns_berts_option_on():
+    import argparse
+
+    from lmpipe.pipelines import AlbertPretraining, BertPretraining
+
+    for pipeline in (BertPretraining, AlbertPretraining):
+        options = pipeline.command_line.options
+        given = argparse.Namespace(seq_len=32, seed=1, objective=None, length_buckets=None)
+        assert options(given) == {"seq_len": 32, "seed": 1, "objective": None}
+        given.length_buckets = True
+        assert options(given)["length_buckets"] is True
 
 
 def test_no_document_attention_turns_gpts_option_off():

@@ -31,6 +31,7 @@ NOT_FOR_WORD2VEC = (
     "--pretrained",
     "--preset",
     "--objective",
+    "--length-buckets",
     "--no-document-attention",
     "--reuse-len",
     "--mem-len",
@@ -132,6 +133,14 @@ def add_parser(commands, common):
         default=None,
         choices=["nsp", "sop", "mlm"],
         help="default: nsp for bert, sop for albert",
+    )
+    pretrain.add_argument(
+        "--length-buckets",
+        action="store_true",
+        default=None,
+        help="bert, albert: batch examples of similar length together, each batch cut to "
+        "16, 24, 32, 48, 64, 96, 128, ... tokens (fewer padded positions: about 8%% fewer "
+        "at seq-len 128 on Shakespeare; see docs/stream.md); default: every batch seq-len",
     )
     pretrain.add_argument(
         "--no-document-attention",
@@ -293,6 +302,9 @@ def resolve_flags(arguments, argv):
         raise SystemExit(
             f"error: --objective is for {' and '.join(pairs)}; {model} is {family.objective}"
         )
+    if not family.pair_objective and arguments.length_buckets is not None:
+        pairs = families_where(lambda declared: declared.pair_objective)
+        raise SystemExit(f"error: --length-buckets is for {' and '.join(pairs)}")
     if not family.document_attention and arguments.document_attention is not None:
         packed = families_where(lambda declared: declared.document_attention)
         raise SystemExit(f"error: --no-document-attention is for {' and '.join(packed)}")

@@ -30,6 +30,11 @@ from lmpipe.contract import (
 )
 from lmpipe.datasets.corpora.shuffling import graph_code, key_of
 from lmpipe.datasets.examples import packing
+from lmpipe.datasets.examples.length_groups import (
+    bucket_lengths,
+    cut_to_bucket,
+    window_length_groups,
+)
 from lmpipe.datasets.examples.packing import pack_segments
 from lmpipe.datasets.examples.sentence_pairs import gather_spans, pair_spans
 from lmpipe.datasets.examples.stream import DEFAULT_WINDOW_SIZE, stream_batches, stream_examples
@@ -178,6 +183,7 @@ def bert_examples(
     window_size=DEFAULT_WINDOW_SIZE,
     start=None,
     drop_remainder=True,
+    length_buckets=False,
 ):
     """A `tf.data.Dataset` of BERT/ALBERT pretraining batches `(features, labels)`, from the
     seekable stream.
@@ -199,6 +205,10 @@ def bert_examples(
             NSP's random B), and whose examples are shuffled together.
         start: a `StreamPosition` to start at (None: the beginning).
         drop_remainder: drop a last incomplete batch (static shapes for distribution).
+        length_buckets: group each window's examples by length and cut each batch to the
+            smallest of `bucket_lengths(seq_len)` that holds its longest example (see
+            `lmpipe.datasets.examples.length_groups`): the same examples (pairs and masks) in
+            another order, batches `[B, L]` rather than `[B, seq_len]`.
 
     Returns:
         A dataset of `(features, labels)`: features `token_ids`, `segment_ids`,
@@ -219,15 +229,24 @@ def bert_examples(
         short_seq_prob=short_seq_prob,
     )
     examples = stream_examples(
-        corpus, window_examples, seed=seed, window_size=window_size, start=start, epochs=epochs
+        corpus,
+        window_examples,
+        seed=seed,
+        window_size=window_size,
+        start=start,
+        epochs=epochs,
+        window_order=window_length_groups(seq_len) if length_buckets else None,
     )
     batches = stream_batches(examples, batch_size, input_context, drop_remainder=drop_remainder)
+    lengths = bucket_lengths(seq_len)
     labels = (MASK_IDS, MASK_WEIGHTS) + (
         (LABEL_NAMES[objective],) if LABEL_NAMES[objective] else ()
     )
     features = (TOKEN_IDS, SEGMENT_IDS, PADDING_MASK, MASK_POSITIONS, STREAM_POSITION)
 
     def split(batch):
+        if length_buckets:
+            batch = cut_to_bucket(batch, seq_len, lengths)
         return {name: batch[name] for name in features}, {name: batch[name] for name in labels}
 
     return batches.map(graph_code(split)).prefetch(tf.data.AUTOTUNE)

@@ -15,7 +15,9 @@ def window_key(seed, epoch, window):
     return key_of(seed, "window", epoch, window)
 
 
-def corpus_examples(corpus, window_examples, *, seed, window_size, start=None, epochs=None):
+def corpus_examples(
+    corpus, window_examples, *, seed, window_size, start=None, epochs=None, window_order=None
+):
     """The stream of one corpus's examples, one by one, from `start` on: `stream_examples`
     for a `TextCorpus` or `TokenizedCorpus` (see its arguments), `start` a `StreamPosition`.
     Each example's `stream_position` is int64 `[3]`."""
@@ -38,6 +40,8 @@ def corpus_examples(corpus, window_examples, *, seed, window_size, start=None, e
         examples = build(documents, key)
         count = tf.shape(tf.nest.flatten(examples)[0], out_type=tf.int64)[0]
         order = shuffled(tf.range(count), key, 0)
+        if window_order is not None:
+            order = window_order(examples, order, key)
         examples = {name: tf.gather(value, order) for name, value in examples.items()}
         examples[STREAM_POSITION] = tf.stack(
             [tf.fill([count], epoch), tf.fill([count], window), tf.range(count)], axis=1

@@ -97,7 +97,9 @@ def schedule_of(mixture):
     return MixtureSchedule(mixture.weights, mixture.chunk_size)
 
 
-def mixture_examples(mixture, window_examples, *, seed, window_size, start=None, epochs=None):
+def mixture_examples(
+    mixture, window_examples, *, seed, window_size, start=None, epochs=None, window_order=None
+):
     """The stream of a mixture's examples, one by one, from `start` on (see
     `lmpipe.datasets.examples.stream.stream_examples`, which calls it for a mixture).
 
@@ -131,6 +133,7 @@ def mixture_examples(mixture, window_examples, *, seed, window_size, start=None,
             window_size=window_size,
             start=position,
             epochs=epochs,
+            window_order=window_order,
         )
         if k == first_source and within:
             # The chunk `start` is in has `chunk - within` of this source's examples left:

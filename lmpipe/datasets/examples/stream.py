@@ -49,7 +49,9 @@ __all__ = [
 ]
 
 
-def stream_examples(corpus, window_examples, *, seed, window_size, start=None, epochs=None):
+def stream_examples(
+    corpus, window_examples, *, seed, window_size, start=None, epochs=None, window_order=None
+):
     """The stream's examples, one by one, from `start` on.
 
     Args:
@@ -63,6 +65,10 @@ def stream_examples(corpus, window_examples, *, seed, window_size, start=None, e
         start: a `StreamPosition` (a `MixturePosition` for a mixture), or None: the beginning.
         epochs: the number of epochs (passes over the corpus, over each source of a mixture),
             or None to go on forever.
+        window_order: None, or `(examples, order, key) -> order`: the order a window's
+            examples go in, from their keyed random `order` (int64 `[N]`), a function of the
+            window's examples and key alone (BERT's length groups, see
+            `lmpipe.datasets.examples.length_groups`).
 
     Returns:
         A `tf.data.Dataset` of `{name: tensor}` examples, each with `stream_position` int64
@@ -70,7 +76,13 @@ def stream_examples(corpus, window_examples, *, seed, window_size, start=None, e
     """
     stream = mixture_examples if isinstance(corpus, CorpusMixture) else corpus_examples
     return stream(
-        corpus, window_examples, seed=seed, window_size=window_size, start=start, epochs=epochs
+        corpus,
+        window_examples,
+        seed=seed,
+        window_size=window_size,
+        start=start,
+        epochs=epochs,
+        window_order=window_order,
     )
 
 
