@@ -12,23 +12,10 @@ from lmpipe.datasets.examples.length_groups import bucket_lengths
 from lmpipe.datasets.examples.stream import StreamPosition
 from lmpipe.models import BertConfig
 from lmpipe.pipelines import AlbertPretraining, BertPretraining
+from tests.pipelines.test_bert_pretraining_stream import assert_same_batches, take
 
 SEQ_LEN = 64
 BUCKETS = bucket_lengths(SEQ_LEN)
-
-
-def take(dataset, count=-1):
-    return [tf.nest.map_structure(lambda t: t.numpy(), batch) for batch in dataset.take(count)]
-
-
-def assert_same_batches(actual, expected):
-    assert len(actual) == len(expected)
-    for got, want in zip(actual, expected, strict=True):
-        for got_part, want_part in zip(got, want, strict=True):
-            assert list(got_part) == list(want_part)
-            for name in want_part:
-                assert got_part[name].shape == want_part[name].shape, name
-                assert got_part[name].tobytes() == want_part[name].tobytes(), name
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from lmpipe.pipelines import AlbertPretraining, BertPretraining
 SEQ_LEN = 64
 
 
-def take(dataset, count):
+def take(dataset, count=-1):
     return [tf.nest.map_structure(lambda t: t.numpy(), batch) for batch in dataset.take(count)]
 
 
@@ -25,6 +25,7 @@ def assert_same_batches(actual, expected):
             assert list(got_part) == list(want_part)
             for name in want_part:
                 assert got_part[name].dtype == want_part[name].dtype, name
+                assert got_part[name].shape == want_part[name].shape, name
                 assert got_part[name].tobytes() == want_part[name].tobytes(), name
 
 
