@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from lmpipe.arguments import check_dropout, check_number, check_positive_int
 from lmpipe.contract import ENCODER_FEATURES, LABELS
+from lmpipe.datasets.examples.length_groups import bucket_lengths, cut_to_bucket
 from lmpipe.datasets.examples.packing import min_sequence_length, pack_texts
 from lmpipe.datasets.labelled.labelled_examples import (
     LabelledExamples,
@@ -15,7 +16,6 @@ from lmpipe.datasets.labelled.labelled_examples import (
     labelled_examples,
     text_array,
 )
-from lmpipe.datasets.labelled.length_buckets import bucket_lengths, cut_to_bucket
 from lmpipe.models.sequence_classifier import SequenceClassifier
 from lmpipe.pipelines.fine_tuning import FineTuningPipeline
 from lmpipe.pipelines.pipeline import PipelineOptions

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from lmpipe.datasets import WordPieceTokenizer
-from lmpipe.datasets.labelled.length_buckets import bucket_lengths
+from lmpipe.datasets.examples.length_groups import bucket_lengths
 from lmpipe.models import BertConfig, bert
 from lmpipe.models.sequence_classifier import SequenceClassifier
 from lmpipe.pipelines import TextClassifier

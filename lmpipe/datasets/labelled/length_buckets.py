@@ -17,46 +17,11 @@ import tensorflow as tf
 
 from lmpipe.contract import PADDING_MASK
 from lmpipe.datasets.corpora.shuffling import graph_code, key_of, shuffled
+from lmpipe.datasets.examples.length_groups import bucket_lengths, cut_to_bucket
 
 # Batches sorted together (HF Trainer's `group_by_length` sorts "megabatches" of 50): more
 # gives batches of more even lengths, fewer keeps batches more random.
 CHUNK_BATCHES = 50
-# The shortest bucket; the others grow by about 1.5x, so a batch carries at most a third of
-# padding beyond its longest example.
-SHORTEST_BUCKET = 16
-
-
-def bucket_lengths(seq_len, shortest=SHORTEST_BUCKET):
-    """The lengths batches are cut to: 16, 24, 32, 48, 64, 96, 128, ... (powers of two and 1.5
-    times them) below `seq_len`, and `seq_len`.
-
-    >>> bucket_lengths(128)
-    (16, 24, 32, 48, 64, 96, 128)
-    >>> bucket_lengths(40)
-    (16, 24, 32, 40)
-    """
-    lengths, power = [], shortest
-    while power < seq_len:
-        lengths += [length for length in (power, power * 3 // 2) if length < seq_len]
-        power *= 2
-    return (*lengths, seq_len)
-
-
-def cut_to_bucket(batch, seq_len, lengths):
-    """A packed, right-padded batch (a nest of tensors; its features hold `padding_mask`) with
-    every `[B, seq_len]` tensor cut to the smallest of `lengths` that holds the batch's longest
-    example: only padding is cut."""
-    features = batch[0] if isinstance(batch, tuple) else batch
-    longest = tf.reduce_max(tf.reduce_sum(features[PADDING_MASK], axis=1))
-    lengths = tf.constant(lengths, tf.int32)
-    length = lengths[tf.argmax(tf.cast(lengths >= longest, tf.int32), output_type=tf.int32)]
-
-    def cut(value):
-        if value.shape.rank is not None and value.shape.rank >= 2 and value.shape[1] == seq_len:
-            return value[:, :length]
-        return value
-
-    return tf.nest.map_structure(cut, batch)
 
 
 def length_bucketed(chunks, batch_size, seq_len, drop_remainder=False, seed=None):
