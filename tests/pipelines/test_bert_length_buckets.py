@@ -18,6 +18,18 @@ SEQ_LEN = 64
 BUCKETS = bucket_lengths(SEQ_LEN)
 
 
+def tiny_config(tokenizer, **overrides):
+    """A BERT small enough for a few steps of `fit`."""
+    return BertConfig.tiny(
+        vocabulary_size=tokenizer.vocabulary_size,
+        hidden_dim=32,
+        num_heads=2,
+        intermediate_dim=64,
+        max_sequence_length=SEQ_LEN,
+        **overrides,
+    )
+
+
 @pytest.fixture(scope="module")
 def scenes(comedies):
     """40 scenes: windows of 64 documents, one window an epoch."""
@@ -138,13 +150,7 @@ def test_a_tiny_fit_trains_on_bucketed_batches_with_one_trace(
         return train_step(self, data)
 
     monkeypatch.setattr(BertPretrainer, "train_step", counted)
-    config = BertConfig.tiny(
-        vocabulary_size=comedies_tokenizer.vocabulary_size,
-        hidden_dim=32,
-        num_heads=2,
-        intermediate_dim=64,
-        max_sequence_length=SEQ_LEN,
-    )
+    config = tiny_config(comedies_tokenizer)
     pipe = BertPretraining(
         comedies_tokenizer, config=config, seq_len=SEQ_LEN, seed=1, length_buckets=True
     )
@@ -166,15 +172,7 @@ def test_a_resumed_bucketed_run_equals_the_uninterrupted_run(
 ):
     import keras
 
-    config = BertConfig.tiny(
-        vocabulary_size=comedies_tokenizer.vocabulary_size,
-        hidden_dim=32,
-        num_heads=2,
-        intermediate_dim=64,
-        max_sequence_length=SEQ_LEN,
-        dropout=0.0,
-        attention_dropout=0.0,
-    )
+    config = tiny_config(comedies_tokenizer, dropout=0.0, attention_dropout=0.0)
 
     def fit(directory, callbacks=(), verbose=0):
         pipe = BertPretraining(
