@@ -759,3 +759,16 @@ def test_pretrain_continues_a_hugging_face_gpt2_folder_and_exports(tmp_path, cap
     moved = np.abs(pipe.model.token_embedding.embeddings.numpy() - start).max()
     assert 0 < moved < 1e-3  # two steps at 1e-4 from the folder's weights
     assert (out / "serving" / "1" / "saved_model.pb").is_file()
+
+
+def test_the_baselines_line_names_only_the_baselines_printed():
+    from lmpipe.cli.pretrain import describe_baselines
+
+    pairs = {"mlm_accuracy": 0.0614, "mlm_perplexity": 370.9061, "pair_accuracy": 0.5}
+    assert describe_baselines(pairs) == (
+        "mlm_accuracy 0.0614, mlm_perplexity 370.9061, pair_accuracy 0.5000 "
+        "(the most frequent token; a unigram model; chance)"
+    )
+    # Masked LM only (--objective mlm): no pair figure, so no "chance".
+    masked = describe_baselines({"mlm_accuracy": 0.0596, "mlm_perplexity": 354.2171})
+    assert masked.endswith("mlm_perplexity 354.2171 (the most frequent token; a unigram model)")

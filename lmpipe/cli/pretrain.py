@@ -47,6 +47,13 @@ NOT_FOR_WORD2VEC = (
 FIRST_EXAMPLES = 10_000
 """The examples a mixture's realized shares are printed over before training."""
 
+# What each of `BertPretraining.baselines`' figures predicts with.
+BASELINE_NAMES = {
+    "mlm_accuracy": "the most frequent token",
+    "mlm_perplexity": "a unigram model",
+    "pair_accuracy": "chance",
+}
+
 HELP = "pretrain BERT, ALBERT, XLNet, GPT or ELMo, then save and export"
 DESCRIPTION = (
     "Pretrain on --corpus (default: the bundled Shakespeare plays). Running the "
@@ -376,14 +383,21 @@ def run(arguments):
     )
     if hasattr(pipe, "baselines"):
         baselines = pipe.baselines(evaluated, batch_size=batch_size, steps=steps)
-        print(
-            "Without context, on the same batches: "
-            + ", ".join(f"{name} {value:.4f}" for name, value in sorted(baselines.items()))
-            + " (the most frequent token; a unigram model; chance)"
-        )
+        print(f"Without context, on the same batches: {describe_baselines(baselines)}")
         fill_mask_examples(pipe, evaluated)
     runs.export_once(pipe, arguments, trained=bool(history.history))
     return 0
+
+
+def describe_baselines(baselines):
+    """`BertPretraining.baselines`' figures, each followed by what it predicts with.
+
+    >>> describe_baselines({"mlm_perplexity": 354.2, "mlm_accuracy": 0.0596})
+    'mlm_accuracy 0.0596, mlm_perplexity 354.2000 (the most frequent token; a unigram model)'
+    """
+    names = sorted(baselines)
+    figures = ", ".join(f"{name} {baselines[name]:.4f}" for name in names)
+    return f"{figures} ({'; '.join(BASELINE_NAMES[name] for name in names)})"
 
 
 def check_arguments(arguments, strategy):
