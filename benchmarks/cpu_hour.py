@@ -134,6 +134,7 @@ def advance(directory, trainer, limits, until):
     run keeps its count), and `evaluate() -> {metric: value}`.
     """
     cell = load_cell(directory)
+    has_model = False
     for mark, limit in limits.items():
         if mark > until or str(mark) in cell["marks"]:
             continue
@@ -142,6 +143,12 @@ def advance(directory, trainer, limits, until):
             save_cell(directory, cell)
         if not cell["finished"] and cell["cpu_seconds"] < limit:
             train_segment(directory, cell, trainer, limit)
+            has_model = True
+        elif cell["finished"] and not has_model:
+            # A schedule that ended in an earlier invocation: its model, from the checkpoint
+            # (nothing is left to train).
+            trainer.train(0.0, cell["planned_steps"], lambda _: None)
+            has_model = True
         cpu, wall = time.process_time(), time.time()
         metrics = trainer.evaluate()
         cell["marks"][str(mark)] = {

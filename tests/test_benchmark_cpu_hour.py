@@ -88,6 +88,21 @@ def test_a_schedule_that_ends_before_the_mark_is_said_and_not_trained_again(cpu_
     assert cell["marks"]["10"]["schedule_finished"] and cell["marks"]["10"]["steps"] == 20
     assert cell["marks"]["30"]["cpu_seconds"] == cell["marks"]["10"]["cpu_seconds"] < 1
 
+    # A later invocation (a new process, no model yet) restores the finished run's model from
+    # its checkpoint once, training nothing, before evaluating it.
+    later = BusyTrainer(step=0.001)
+    calls = []
+
+    def restore(seconds, planned, progress):
+        calls.append((seconds, planned, list(later.evaluated)))
+        later.steps = planned
+        return planned, True
+
+    later.train = restore
+    cell = cpu_hour.advance(str(tmp_path), later, {10: 5.0, 30: 9.0, 60: 12.0}, until=60)
+    assert calls == [(0.0, 20, [])] and later.evaluated == [20]
+    assert cell["marks"]["60"]["cpu_seconds"] == cell["marks"]["10"]["cpu_seconds"]
+
 
 def test_the_table_puts_each_mark_in_its_column_beside_nanogpt(cpu_hour):
     def cell(**marks):
