@@ -37,7 +37,7 @@ import time
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MAIN_JOB = "pretrain bert --out {out} --recipe fast --seq-len 64 --steps 1500 --epochs 4"
+MAIN_JOB = "pretrain bert --out {out} --recipe fast --seq-len 64 --steps 4500 --epochs 4"
 SIZES = ("100", "300", "1000", "all")
 MODELS = ("tfidf", "scratch", "main", "minilm")
 MODEL_NAMES = {
@@ -170,7 +170,7 @@ def main_job_run(path, quick):
         return path
     command = MAIN_JOB.format(out=shlex.quote(path))
     if quick:
-        command = command.replace("--steps 1500 --epochs 4", "--steps 10 --epochs 2")
+        command = command.replace("--steps 4500 --epochs 4", "--steps 10 --epochs 2")
         command += " --no-export"
     print(f"Building the main job's model: lmpipe {command}", flush=True)
     subprocess.run([sys.executable, "-m", "lmpipe.cli", *shlex.split(command)], check=True)

@@ -102,3 +102,12 @@ def test_cells_are_measured_once_and_kept(downstream, tiny_bert, tmp_path, monke
     path.unlink()
     arguments.kept = True
     assert ("spam", "all", "main") not in downstream.measure(arguments)
+
+
+def test_the_main_job_built_is_the_readme_main_job(downstream):
+    """The model the table calls the README main job's is trained by the README's command."""
+    with open(os.path.join(os.path.dirname(BENCHMARKS), "README.md"), encoding="utf-8") as file:
+        readme = file.read()
+    command = "lmpipe " + downstream.MAIN_JOB.format(out="runs/bert")
+    assert f"pip install -e '.[shakespeare]' && {command}\n" in readme
+    assert f"{command}  # main job" in readme

@@ -33,19 +33,23 @@ def test_the_fast_recipe_sets_the_model_and_the_learning_rate(tmp_path, monkeypa
     pipe, fit = pipeline_at_fit(monkeypatch, [*common, "--recipe", "fast"])
     assert (pipe.config.dropout, pipe.config.attention_dropout) == (0.0, 0.0)
     assert fit["learning_rate"] == recipe.learning_rate == 1e-3
-    assert pipe.config.hidden_dim == 256  # the preset's sizes stay
+    assert recipe.preset == "tiny"  # BERT-tiny: 2 layers, hidden 128, 2 heads
+    assert (pipe.config.num_layers, pipe.config.hidden_dim, pipe.config.num_heads) == (2, 128, 2)
+    assert pipe.config.intermediate_dim == 512  # the preset's other sizes stay
     assert pipe.options.objective == "nsp"  # what the recipe does not set stays
-    # Without the recipe: the paper's BERT.
+    # Without the recipe: the paper's BERT, at the family's default size (BERT-mini).
     pipe, fit = pipeline_at_fit(monkeypatch, common)
     assert (pipe.config.dropout, pipe.config.attention_dropout) == (0.1, 0.1)
     assert fit["learning_rate"] == 5e-4
+    assert (pipe.config.num_layers, pipe.config.hidden_dim) == (4, 256)
 
 
 def test_flags_given_win_over_the_recipe(tmp_path, monkeypatch):
     common, _ = small_run(tmp_path)
     arguments = [*common, "--recipe", "fast", "--objective", "mlm", "--learning-rate", "3e-4"]
-    pipe, fit = pipeline_at_fit(monkeypatch, arguments)
+    pipe, fit = pipeline_at_fit(monkeypatch, [*arguments, "--preset", "mini"])
     assert (pipe.options.objective, fit["learning_rate"]) == ("mlm", 3e-4)
+    assert (pipe.config.num_layers, pipe.config.hidden_dim) == (4, 256)  # --preset mini
     assert pipe.config.dropout == 0.0
 
 

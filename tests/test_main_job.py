@@ -9,14 +9,14 @@ import pytest
 
 @pytest.mark.slow
 def test_a_shortened_main_job_learns_past_its_baselines_on_held_out_documents(tmp_path):
-    """The README's main job, shortened (its recipe on BERT-tiny, 32 tokens, 400 steps): on the
+    """The README's main job, shortened (its recipe, BERT-tiny, at 32 tokens, 400 steps): on the
     held-out scenes it predicts masked words clearly better than always the most frequent
     token and than a unigram model fit on the very targets, and the sentence pairs better than
     chance (measured: MLM accuracy 0.120 against 0.059, 2.05x; perplexity 304 against 349,
     0.87x; pairs 0.67)."""
     out = tmp_path / "bert"
     command = [sys.executable, "-m", "lmpipe.cli", "pretrain", "bert", "--out", str(out)]
-    command += ["--preset", "tiny", "--seq-len", "32", "--steps", "400", "--epochs", "2"]
+    command += ["--seq-len", "32", "--steps", "400", "--epochs", "2"]
     command += ["--recipe", "fast", "--learning-rate", "2e-3", "--no-export"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -124,15 +124,16 @@ def add_parser(commands, common):
     pretrain.add_argument(
         "--preset",
         default=None,
-        help="model size: bert tiny|mini|small|base|large (default mini); "
+        help="model size: bert tiny|mini|small|base|large (default mini, or the recipe's); "
         "albert tiny|base|large|xlarge|xxlarge (default tiny); xlnet tiny|base (default tiny); "
         "gpt tiny|small|medium (default tiny); elmo tiny|small|medium|original (default tiny)",
     )
     pretrain.add_argument(
         "--recipe",
         default=None,
-        help="bert: fast, the defaults for small compute (a 2,000-token vocabulary, no "
-        "dropout, learning rate 1e-3; the flags given still win; see docs/pretraining.md); "
+        help="bert: fast, the defaults for small compute (BERT-tiny, a 2,000-token "
+        "vocabulary, no dropout, learning rate 1e-3; the flags given still win; see "
+        "docs/pretraining.md); "
         "default: the paper's (dropout 0.1, learning rate 5e-4, 8,000 tokens)",
     )
     pretrain.add_argument(
@@ -278,7 +279,7 @@ def resolve_flags(arguments, argv):
                 "tokenizer and the model's configuration"
             )
     if arguments.preset is None:
-        arguments.preset = family.default_preset
+        arguments.preset = (recipe and recipe.preset) or family.default_preset
     kind = family.tokenizer
     if arguments.vocab:  # the file says which
         kind = "wordpiece"

@@ -5,10 +5,10 @@ command line still wins over it. From Python, a recipe's fields are what to pass
 
 >>> from lmpipe.pipelines.bert_pretraining import BertPretraining
 >>> fast = BertPretraining.command_line.recipes["fast"]
->>> fast.config["dropout"], fast.vocab_size
-(0.0, 2000)
+>>> fast.preset, fast.config["dropout"], fast.vocab_size
+('tiny', 0.0, 2000)
 
-and `BertPretraining(tokenizer, config=BertConfig.mini(**fast.config, ...))`,
+and `BertPretraining(tokenizer, config=BertConfig.tiny(**fast.config, ...))`,
 `pipe.fit(corpus, learning_rate=fast.learning_rate, ...)`, with a tokenizer of
 `fast.vocab_size` tokens.
 """
@@ -22,12 +22,15 @@ class Recipe:
 
     Attributes:
         name: what `--recipe` calls it.
+        preset: the model size (a preset of the family's configuration); None: the family's
+            default preset.
         config: fields of the model configuration over the preset's.
         learning_rate: the peak learning rate.
         vocab_size: the vocabulary to learn.
     """
 
     name: str
+    preset: str = None
     config: dict = dataclasses.field(default_factory=dict)
     learning_rate: float = None
     vocab_size: int = None
@@ -35,6 +38,7 @@ class Recipe:
 
 FAST_BERT = Recipe(
     "fast",
+    preset="tiny",
     config={"dropout": 0.0, "attention_dropout": 0.0},
     learning_rate=1e-3,
     vocab_size=2000,
