@@ -141,12 +141,12 @@ def fine_tuned_accuracy(model, pretrained, data, flags, work):
     with tempfile.TemporaryDirectory(dir=work) as out:
         arguments = cli_arguments(pretrained, out, flags)
         strategy = runs.start_strategy(arguments.strategy)
-        finetune.classify_schedule(arguments, len(train_texts))
         class_names = tuple(sorted(set(train_labels)))
         options = dict(seq_len=arguments.seq_len, labels=class_names, seed=arguments.seed)
         classifier = finetune._fine_tuning_pipeline(
             TextClassifier, arguments, len(class_names), **options
         )
+        finetune.classify_schedule(arguments, len(train_texts), classifier.encoder_width)
         validation = None
         if getattr(arguments, "validation", None):
             raise SystemExit("error: --flags: the benchmark draws no --validation file")

@@ -72,25 +72,26 @@ def test_finetune_on_the_users_labelled_files_then_predict(tiny_bert, tmp_path, 
 
 
 @pytest.mark.parametrize(
-    "examples, given, schedule",
+    "examples, width, given, schedule",
     [
-        (100, [], (1e-4, 16, 9)),  # 7 updates an epoch: 9 epochs make 60
-        (300, [], (1e-4, 16, 4)),
-        (5000, [], (1e-4, 16, 2)),  # never fewer than 2 epochs
-        (30, [], (1e-4, 16, 10)),  # nor more than 10
-        (300, ["--batch-size", "32", "--accumulation-steps", "2"], (1e-4, 32, 10)),
-        (300, ["--steps-per-epoch", "20"], (1e-4, 16, 3)),
-        (300, ["--epochs", "1", "--learning-rate", "3e-5"], (3e-5, 16, 1)),
+        (100, 384, [], (1e-4, 16, 9)),  # 7 updates an epoch: 9 epochs make 60
+        (300, 384, [], (1e-4, 16, 4)),
+        (5000, 768, [], (1e-4, 16, 2)),  # never fewer than 2 epochs
+        (30, 256, [], (1e-4, 16, 10)),  # nor more than 10
+        (300, 128, [], (5e-4, 16, 4)),  # a narrow encoder: a larger rate
+        (300, 255, ["--batch-size", "32", "--accumulation-steps", "2"], (5e-4, 32, 10)),
+        (300, 384, ["--steps-per-epoch", "20"], (1e-4, 16, 3)),
+        (300, 128, ["--epochs", "1", "--learning-rate", "3e-5"], (3e-5, 16, 1)),
     ],
 )
-def test_classify_schedule_without_flags_makes_enough_updates(examples, given, schedule):
+def test_classify_schedule_without_flags_makes_enough_updates(examples, width, given, schedule):
     from lmpipe.cli.finetune import classify_schedule
     from lmpipe.cli.main import build_parser
 
     argv = ["finetune", "classify", "--pretrained", "x", "--out", "y", *given]
     arguments = build_parser().parse_args(argv)
     arguments.flags_given = {flag for flag in argv if flag.startswith("--")}
-    classify_schedule(arguments, examples)
+    classify_schedule(arguments, examples, width)
     assert (arguments.learning_rate, arguments.batch_size, arguments.epochs) == schedule
 
 

@@ -9,7 +9,12 @@ from lmpipe.cli import flags, runs
 # `finetune classify`'s schedule when no flag sets it, chosen with benchmarks/downstream.py on
 # 100 and 300 labels of SpamAssassin and Shakespeare's genres (docs/fine-tuning.md): the shared
 # defaults (5e-5, batch 32, 2 epochs) make 8 updates of 100 labels, and learn nothing.
-CLASSIFY_DEFAULTS = {"--learning-rate": ("learning_rate", 1e-4), "--batch-size": ("batch_size", 16)}
+CLASSIFY_DEFAULTS = {"--batch-size": ("batch_size", 16)}
+# The learning rate by the encoder's width (its pooled vector), `(at least this wide, rate)`,
+# the first row that fits: 1e-4 suits MiniLM (384) and BERT-mini (256) but leaves BERT-tiny
+# (128, the README main job's) at the most frequent class on 300 SpamAssassin labels, where
+# 5e-4 reaches 0.80 (docs/fine-tuning.md, "Default schedule").
+CLASSIFY_LEARNING_RATES = ((256, 1e-4), (0, 5e-4))
 CLASSIFY_UPDATES = 60  # --epochs by default: as many as make this many updates ...
 CLASSIFY_EPOCHS = (2, 10)  # ... but no fewer and no more epochs than these
 DEFAULT_EPOCHS = 2  # the other tasks'
@@ -88,8 +93,12 @@ def add_parser(commands, common):
         learning_rate=5e-5,
         batch_help=f"global batch size (classify: {CLASSIFY_DEFAULTS['--batch-size'][1]} unless "
         "given)",
-        learning_rate_help=f"peak learning rate (classify: "
-        f"{CLASSIFY_DEFAULTS['--learning-rate'][1]:g} unless given)",
+        learning_rate_help="peak learning rate (classify, unless given: "
+        + ", ".join(
+            f"{rate:g} for an encoder {width:,}+ wide" if width else f"else {rate:g}"
+            for width, rate in CLASSIFY_LEARNING_RATES
+        )
+        + ")",
     )
 
     classify = flags.add_verb(
@@ -202,9 +211,9 @@ def run_classify(arguments):
     _check_shared_flags(arguments)
     flags.check_positive(arguments, "limit")
     train, validation, test, class_names = _labelled_splits(arguments)
-    classify_schedule(arguments, len(train[0]))
     options = dict(seq_len=arguments.seq_len, labels=class_names, seed=arguments.seed)
     classifier = _fine_tuning_pipeline(TextClassifier, arguments, len(class_names), **options)
+    classify_schedule(arguments, len(train[0]), classifier.encoder_width)
     history = _fit(classifier, train, validation, arguments, strategy)
     classifier = runs.save_after_fit(classifier, strategy, arguments.out)
     if classifier is None:
@@ -335,15 +344,20 @@ def run_spans(arguments):
     return 0
 
 
-def classify_schedule(arguments, examples):
-    """Set `finetune classify`'s schedule where no flag set it: `CLASSIFY_DEFAULTS`, and
-    --epochs for `examples` training examples, as many as make `CLASSIFY_UPDATES` updates of
-    --batch-size (x --accumulation-steps, or --steps-per-epoch) within `CLASSIFY_EPOCHS`: a
-    small --train needs more passes to move the weights at all."""
+def classify_schedule(arguments, examples, width):
+    """Set `finetune classify`'s schedule where no flag set it: `CLASSIFY_DEFAULTS`, the
+    learning rate of `CLASSIFY_LEARNING_RATES` for an encoder `width` wide, and --epochs for
+    `examples` training examples, as many as make `CLASSIFY_UPDATES` updates of --batch-size
+    (x --accumulation-steps, or --steps-per-epoch) within `CLASSIFY_EPOCHS`: a small --train
+    needs more passes to move the weights at all."""
     given = getattr(arguments, "flags_given", ())
     for flag, (name, value) in CLASSIFY_DEFAULTS.items():
         if flag not in given:
             setattr(arguments, name, value)
+    if "--learning-rate" not in given:
+        arguments.learning_rate = next(
+            rate for least, rate in CLASSIFY_LEARNING_RATES if width >= least
+        )
     if arguments.epochs is None:
         per_epoch = arguments.steps_per_epoch or -(
             -examples // (arguments.batch_size * arguments.accumulation_steps)

@@ -204,6 +204,11 @@ class FineTuningPipeline(EncoderPipeline):
         starts from."""
         return self.model.encoder if self.model is not None else self._initial_encoder
 
+    @property
+    def encoder_width(self):
+        """The size of the encoder's pooled vector (its hidden width)."""
+        return int(self.encoder.output["pooled_output"].shape[-1])
+
     def encoder_copy(self):
         """A copy of the starting encoder with its weights, for a new model. Made where this is
         called, so that inside a distribution strategy's scope its variables are the

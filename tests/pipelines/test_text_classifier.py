@@ -314,7 +314,9 @@ def test_from_pretraining_takes_the_pretrained_encoder_and_tokenizer(tokenizer):
     pretraining.fit(corpus, batch_size=4, epochs=1, steps_per_epoch=1, verbose=0)
     pipe = TextClassifier.from_pretraining(pretraining, num_classes=3)
     assert pipe.tokenizer is tokenizer and pipe.options.seq_len == SEQ_LEN
+    assert pipe.encoder_width == 64  # `finetune classify`'s default learning rate follows it
     pipe.fit(colour_examples(32, seed=8), batch_size=16, epochs=1, verbose=0)
+    assert pipe.encoder_width == 64
     # The classifier starts from the pretrained weights, not from a new initialization.
     features = pipe.encode(["the red king"])
     np.testing.assert_allclose(
@@ -335,6 +337,8 @@ def test_from_pretrained_builds_the_checkpoint_encoder_and_its_tokenizer(minilm_
     config = json.loads((minilm_folder / "tokenizer_config.json").read_text())
     assert pipe.tokenizer.lower_case is config["do_lower_case"] is True
     assert pipe.tokenizer.vocabulary_size == 30522
+    hf_config = json.loads((minilm_folder / "config.json").read_text())
+    assert pipe.encoder_width == hf_config["hidden_size"]
     reference = bert_from_pretrained(minilm_folder)
     features = pipe.encode(["To be, or not to be.", "Lord, what fools these mortals be!"])
     ours = pipe.build_model().encoder(features)

@@ -68,6 +68,7 @@ def test_config_and_shared_layer(model):
 def test_a_classifier_fine_tunes_from_the_folder():
     pipe = TextClassifier.from_pretrained(CHECKPOINT, 2, seq_len=16)
     assert type(pipe.tokenizer) is SentencePieceTokenizer
+    assert pipe.encoder_width == 32  # the hidden size, not the 16-wide factorized embedding
     texts, labels = ["The rest is silence.", "O, woe!"], [0, 1]
     pipe.fit((texts, labels), batch_size=2, epochs=1, steps_per_epoch=1, verbose=0)
     assert len(pipe.classify(texts)) == 2

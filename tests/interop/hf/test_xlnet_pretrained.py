@@ -176,6 +176,7 @@ def test_a_classifier_fine_tunes_the_folder_with_xlnets_packing(reference, tmp_p
     seq_len = reference["token_ids"].shape[1]
     pipe = TextClassifier.from_pretrained(CHECKPOINT, num_classes=2, seq_len=seq_len)
     assert pipe.packing_layout == "xlnet"
+    assert pipe.encoder_width == json.loads((CHECKPOINT / "config.json").read_text())["d_model"]
     texts = [str(text) for text in reference["texts"]]
     pairs = [str(text) for text in reference["pairs"]]
     features = pipe.encode(tf.constant(texts), tf.constant(pairs))
