@@ -111,6 +111,7 @@ def test_finetune_demo_on_the_spam_assassin_corpus(
     printed = capsys.readouterr().out
     assert re.search(r"SpamAssassin: 5,9\d\d messages \(1,\d{3} spam; \d+ repeated texts", printed)
     assert "48 examples to train on, 59 to test; classes: ham, spam" in printed
+    assert "Learning rate 5e-05, batch size 16, epochs 1 (the encoder is 16 wide" in printed
     assert re.search(r"Test split \(59 examples\): accuracy", printed)
     # Three steps at 5e-5 move a weight by about 1e-4: a fine-tuned encoder stays next to the
     # pretrained one, one started from scratch is a new draw (weights of stddev 0.02).

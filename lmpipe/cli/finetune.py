@@ -213,7 +213,12 @@ def run_classify(arguments):
     train, validation, test, class_names = _labelled_splits(arguments)
     options = dict(seq_len=arguments.seq_len, labels=class_names, seed=arguments.seed)
     classifier = _fine_tuning_pipeline(TextClassifier, arguments, len(class_names), **options)
-    classify_schedule(arguments, len(train[0]), classifier.encoder_width)
+    width = classifier.encoder_width
+    classify_schedule(arguments, len(train[0]), width)
+    print(
+        f"Learning rate {arguments.learning_rate:g}, batch size {arguments.batch_size}, "
+        f"epochs {arguments.epochs} (the encoder is {width:,} wide; flags given win)"
+    )
     history = _fit(classifier, train, validation, arguments, strategy)
     classifier = runs.save_after_fit(classifier, strategy, arguments.out)
     if classifier is None:
