@@ -18,10 +18,16 @@ def test_a_classifier_fine_tuned_on_the_command_line_exports_as_a_transformers_f
     out = tmp_path / "run"
     command = ["finetune", "classify", "--pretrained", str(tiny_bert), "--out", str(out)]
     command += ["--train", str(tmp_path / "train.csv"), "--held-out", "0.2", "--seq-len", "16"]
-    assert main([*command, "--epochs", "1", "--batch-size", "4", "--no-export"]) == 0
+    # Hugging Face's classifiers read the pooler: --pooling pooled (under 256 wide the default
+    # is the mean of the tokens, which a transformers folder cannot hold).
+    command += ["--epochs", "1", "--batch-size", "4", "--no-export", "--pooling", "pooled"]
+    assert main(command) == 0
     # No --learning-rate: the default for an encoder under 256 wide.
     printed = capsys.readouterr().out
-    assert "Learning rate 0.0005, batch size 4, epochs 1 (the encoder is 16 wide" in printed
+    assert (
+        "Learning rate 0.0005, batch size 4, epochs 1, pooling pooled (the encoder is 16 wide"
+        in printed
+    )
 
     folder = tmp_path / "hf"
     assert main(["export", str(out), str(folder), "--format", "hf"]) == 0

@@ -74,14 +74,16 @@ def test_finetune_on_the_users_labelled_files_then_predict(tiny_bert, tmp_path, 
 @pytest.mark.parametrize(
     "examples, width, given, schedule",
     [
-        (100, 384, [], (1e-4, 16, 9)),  # 7 updates an epoch: 9 epochs make 60
-        (300, 384, [], (1e-4, 16, 4)),
-        (5000, 768, [], (1e-4, 16, 2)),  # never fewer than 2 epochs
-        (30, 256, [], (1e-4, 16, 10)),  # nor more than 10
-        (300, 128, [], (5e-4, 16, 4)),  # a narrow encoder: a larger rate
-        (300, 255, ["--batch-size", "32", "--accumulation-steps", "2"], (5e-4, 32, 10)),
-        (300, 384, ["--steps-per-epoch", "20"], (1e-4, 16, 3)),
-        (300, 128, ["--epochs", "1", "--learning-rate", "3e-5"], (3e-5, 16, 1)),
+        (100, 384, [], (1e-4, 16, 9, "pooled")),  # 7 updates an epoch: 9 epochs make 60
+        (300, 384, [], (1e-4, 16, 4, "pooled")),
+        (5000, 768, [], (1e-4, 16, 2, "pooled")),  # never fewer than 2 epochs
+        (30, 256, [], (1e-4, 16, 10, "pooled")),  # nor more than 10
+        (300, 128, [], (5e-4, 16, 4, "mean")),  # a narrow encoder: a larger rate, the mean
+        (300, 255, ["--batch-size", "32", "--accumulation-steps", "2"], (5e-4, 32, 10, "mean")),
+        (300, 384, ["--steps-per-epoch", "20"], (1e-4, 16, 3, "pooled")),
+        (300, 384, ["--pooling", "mean"], (1e-4, 16, 4, "mean")),
+        (300, 128, ["--epochs", "1", "--learning-rate", "3e-5"], (3e-5, 16, 1, "mean")),
+        (300, 128, ["--pooling", "pooled"], (5e-4, 16, 4, "pooled")),
     ],
 )
 def test_classify_schedule_without_flags_makes_enough_updates(examples, width, given, schedule):
@@ -92,7 +94,8 @@ def test_classify_schedule_without_flags_makes_enough_updates(examples, width, g
     arguments = build_parser().parse_args(argv)
     arguments.flags_given = {flag for flag in argv if flag.startswith("--")}
     classify_schedule(arguments, examples, width)
-    assert (arguments.learning_rate, arguments.batch_size, arguments.epochs) == schedule
+    settings = (arguments.learning_rate, arguments.batch_size, arguments.epochs)
+    assert (*settings, arguments.pooling) == schedule
 
 
 @pytest.mark.parametrize("scratch", [False, True])
@@ -107,17 +110,20 @@ def test_finetune_demo_on_the_spam_assassin_corpus(
     command += ["--spam-assassin", spam_assassin_archive, "--limit", "48", "--held-out", "0.01"]
     command += ["--seq-len", "16", "--epochs", "1", "--batch-size", "16", "--no-export"]
     command += ["--learning-rate", "5e-5"]
-    assert main([*command, *(["--from-scratch"] if scratch else [])]) == 0
+    # An encoder under 256 wide: the mean of the tokens unless --pooling says otherwise.
+    assert main([*command, *(["--from-scratch", "--pooling", "pooled"] if scratch else [])]) == 0
     printed = capsys.readouterr().out
     assert re.search(r"SpamAssassin: 5,9\d\d messages \(1,\d{3} spam; \d+ repeated texts", printed)
     assert "48 examples to train on, 59 to test; classes: ham, spam" in printed
-    assert "Learning rate 5e-05, batch size 16, epochs 1 (the encoder is 16 wide" in printed
+    pooling = "pooled" if scratch else "mean"
+    assert f"batch size 16, epochs 1, pooling {pooling} (the encoder is 16 wide" in printed
     assert re.search(r"Test split \(59 examples\): accuracy", printed)
     # Three steps at 5e-5 move a weight by about 1e-4: a fine-tuned encoder stays next to the
     # pretrained one, one started from scratch is a new draw (weights of stddev 0.02).
     pretrained = load(str(tiny_bert)).encoder.get_weights()
     trained = load(str(out / "pipeline"))
     assert trained.options.labels == ("ham", "spam")
+    assert trained.options.pooling == trained.model.pooling == pooling
     shifts = [
         float(np.abs(a - b).max())
         for a, b in zip(pretrained, trained.encoder.get_weights(), strict=True)

@@ -7,6 +7,7 @@ from lmpipe.layers.classification_head import ClassificationHead
 from lmpipe.layers.dropout import Dropout
 from lmpipe.layers.layer_normalization import LayerNormalization
 from lmpipe.layers.masked_lm_head import MaskedLMHead
+from lmpipe.layers.mean_pooling import MaskedMeanPooling
 from lmpipe.layers.multi_head_attention import MultiHeadAttention
 from lmpipe.layers.position_embedding import PositionEmbedding
 from lmpipe.layers.projected_lstm_cell import ProjectedLSTMCell
@@ -33,6 +34,7 @@ __all__ = [
     "Dropout",
     "LayerNormalization",
     "MaskedLMHead",
+    "MaskedMeanPooling",
     "MultiHeadAttention",
     "PositionEmbedding",
     "ProjectedLSTMCell",

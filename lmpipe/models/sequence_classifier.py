@@ -1,21 +1,31 @@
-"""The fine-tuning model: a pretrained encoder + a classification head on `[CLS]`, and its loss."""
+"""The fine-tuning model: a pretrained encoder + a classification head on `[CLS]` or on the mean
+of its tokens, and its loss."""
 
 import keras
 from keras import ops
 
-from lmpipe.contract import ENCODER_FEATURES, LABELS
+from lmpipe.arguments import check_choice
+from lmpipe.contract import ENCODER_FEATURES, LABELS, PADDING_MASK
 from lmpipe.layers.classification_head import ClassificationHead
+from lmpipe.layers.mean_pooling import MaskedMeanPooling
 from lmpipe.models.losses import masked_cross_entropy
 from lmpipe.models.metrics import MacroF1
 from lmpipe.models.trainable import FunctionalTrainableModel
 
+POOLINGS = ("pooled", "mean")  # the vector the head reads: the encoder's pooled_output, or
+# the mean of its sequence_output over the real tokens
+
 
 @keras.saving.register_keras_serializable(package="lmpipe")
 class SequenceClassifier(FunctionalTrainableModel):
-    """An encoder (BERT, ALBERT, ...) with a classification head on its pooled `[CLS]` vector.
+    """An encoder (BERT, ALBERT, ...) with a classification head on its pooled `[CLS]` vector,
+    or on the mean of its tokens' vectors.
 
         pooled = encoder(token_ids, segment_ids, padding_mask)["pooled_output"]   # [B, H]
         logits = Dropout(pooled) W + b                                           # [B, C]
+
+    With `pooling="mean"`, `pooled` is instead the mean of `sequence_output` over the real
+    tokens (`MaskedMeanPooling`), and the encoder's pooler, which nothing reads then, is frozen.
 
     Inputs: a dict of int32 `[B, S]` tensors `token_ids`, `segment_ids`, `padding_mask`
     (1 = real token). Output: `{"logits": float32 [B, C]}`. The model is built functionally
@@ -34,6 +44,9 @@ class SequenceClassifier(FunctionalTrainableModel):
         num_classes: number of classes `C`.
         dropout: dropout rate on the pooled vector.
         kernel_initializer: initializer of the head's kernel (BERT's truncated normal).
+        pooling: "pooled", the encoder's `pooled_output` (BERT's tanh pooler on `[CLS]`, as
+            Hugging Face's `BertForSequenceClassification`); or "mean", the mean of its
+            `sequence_output` over the real tokens (Sentence-BERT's pooling).
 
     Example:
 
@@ -47,7 +60,10 @@ class SequenceClassifier(FunctionalTrainableModel):
     Reference: Devlin et al., "BERT", 2019, section 4.1 (fine-tuning on GLUE).
     """
 
-    def __init__(self, encoder, num_classes, dropout=0.1, kernel_initializer=None, **kwargs):
+    def __init__(
+        self, encoder, num_classes, dropout=0.1, kernel_initializer=None, pooling="pooled", **kwargs
+    ):
+        check_choice("pooling", pooling, POOLINGS)
         if isinstance(encoder, dict):
             encoder = keras.saving.deserialize_keras_object(encoder)
         if not isinstance(encoder, keras.Model):
@@ -61,20 +77,34 @@ class SequenceClassifier(FunctionalTrainableModel):
             name: keras.Input(shape=(None,), dtype="int32", name=name) for name in ENCODER_FEATURES
         }
         encoded = encoder(inputs)
-        if not isinstance(encoded, dict) or "pooled_output" not in encoded:
-            raise ValueError("`encoder` must return a dict with `pooled_output` [batch, hidden].")
+        read = "sequence_output" if pooling == "mean" else "pooled_output"
+        if not isinstance(encoded, dict) or read not in encoded:
+            shape = "[batch, sequence, hidden]" if pooling == "mean" else "[batch, hidden]"
+            raise ValueError(
+                f"`encoder` must return a dict with `{read}` {shape} (pooling={pooling!r})."
+            )
         head = ClassificationHead(
             num_classes,
             dropout=dropout,
             kernel_initializer=kernel_initializer,
             name="classification_head",
         )
-        outputs = {"logits": head(encoded["pooled_output"])}  # [B, C] float32
+        if pooling == "mean":
+            pooled = MaskedMeanPooling(name="mean_pooling")(
+                encoded["sequence_output"], inputs[PADDING_MASK]
+            )
+            if "pooler" in {layer.name for layer in encoder.layers}:
+                # Nothing reads the pooler now: frozen rather than left without gradients.
+                encoder.get_layer("pooler").trainable = False
+        else:
+            pooled = encoded["pooled_output"]
+        outputs = {"logits": head(pooled)}  # [B, C] float32
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
         self.encoder = encoder
         self.head = head
         self.num_classes = num_classes
         self.dropout = dropout
+        self.pooling = pooling
         self.accuracy_metric = keras.metrics.SparseCategoricalAccuracy(name="accuracy")
         self.macro_f1_metric = MacroF1(num_classes)
 
@@ -99,6 +129,7 @@ class SequenceClassifier(FunctionalTrainableModel):
             "num_classes": self.num_classes,
             "dropout": self.dropout,
             "kernel_initializer": keras.initializers.serialize(self.head.kernel_initializer),
+            "pooling": self.pooling,
             "name": self.name,
         }
 

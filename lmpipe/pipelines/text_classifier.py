@@ -6,7 +6,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from lmpipe.arguments import check_dropout, check_number, check_positive_int
+from lmpipe.arguments import check_choice, check_dropout, check_number, check_positive_int
 from lmpipe.contract import ENCODER_FEATURES, LABELS
 from lmpipe.datasets.examples.length_groups import bucket_lengths, cut_to_bucket
 from lmpipe.datasets.examples.packing import min_sequence_length, pack_texts
@@ -16,7 +16,7 @@ from lmpipe.datasets.labelled.labelled_examples import (
     labelled_examples,
     text_array,
 )
-from lmpipe.models.sequence_classifier import SequenceClassifier
+from lmpipe.models.sequence_classifier import POOLINGS, SequenceClassifier
 from lmpipe.pipelines.fine_tuning import FineTuningPipeline
 from lmpipe.pipelines.pipeline import PipelineOptions
 
@@ -31,6 +31,9 @@ class TextClassifierOptions(PipelineOptions):
         labels: optional class names, one per class; examples may then give their label by
             name, and `classify` returns names.
         dropout: dropout rate on the pooled vector.
+        pooling: the vector the head reads: "pooled", the encoder's `pooled_output` (`[CLS]`
+            through BERT's pooler; what Hugging Face's `...ForSequenceClassification` reads);
+            "mean", the mean of its `sequence_output` over the real tokens.
         seed: seed of the head's initialization, dropout and the shuffling.
     """
 
@@ -38,6 +41,7 @@ class TextClassifierOptions(PipelineOptions):
     seq_len: int = 128
     labels: tuple = None
     dropout: float = 0.1
+    pooling: str = "pooled"
 
     def check(self):
         super().check()
@@ -45,6 +49,7 @@ class TextClassifierOptions(PipelineOptions):
         check_number("seq_len", self.seq_len, minimum=min_sequence_length(1), integer=True)
         check_dropout("dropout", self.dropout)
         self.resolve("dropout", float(self.dropout))
+        check_choice("pooling", self.pooling, POOLINGS)
         labels = self.labels
         if labels is None:
             return
@@ -79,7 +84,8 @@ class TextClassifier(FineTuningPipeline):
     (`length_buckets`): the same results with less work on short texts.
 
     The model (`SequenceClassifier`) is a copy of `encoder` with a dropout + dense head on its
-    `pooled_output`; `encoder` itself is never changed. Loss: sparse categorical
+    `pooled_output` (or, with `pooling="mean"`, on the mean of its `sequence_output` over the
+    real tokens); `encoder` itself is never changed. Loss: sparse categorical
     cross-entropy; metric: accuracy.
 
     Args:
@@ -89,7 +95,7 @@ class TextClassifier(FineTuningPipeline):
             `lmpipe.interop.hf.bert_from_pretrained(directory)`.
         num_classes: number of classes (at least 2); labels are `0 .. num_classes - 1`.
         **options: the other fields of `TextClassifierOptions` (`seq_len`, `labels`,
-            `dropout`, `seed`).
+            `dropout`, `pooling`, `seed`).
 
     Example:
 
@@ -198,6 +204,7 @@ class TextClassifier(FineTuningPipeline):
             self.options.num_classes,
             dropout=self.options.dropout,
             kernel_initializer=self.head_initializer(),
+            pooling=self.options.pooling,
             name="text_classifier",
         )
 

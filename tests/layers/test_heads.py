@@ -8,6 +8,7 @@ from lmpipe.layers import (
     BertEmbedding,
     ClassificationHead,
     MaskedLMHead,
+    MaskedMeanPooling,
     SpanHead,
     TokenClassificationHead,
 )
@@ -379,3 +380,31 @@ def test_classification_head_rejects_a_pooler_on_pooled_input_and_an_outside_cls
         ClassificationHead(2, pooler_dim=8)(normal(2, HIDDEN))
     with pytest.raises(ValueError, match="cls_index"):
         ClassificationHead(2, cls_index=6)(normal(2, 6, HIDDEN))
+
+
+def test_masked_mean_pooling_passes_the_standard_checks(tmp_path):
+    padding = np.array([[1, 1, 1, 0, 0, 0], [1, 1, 1, 1, 1, 1]], "int32")
+    check_layer(
+        MaskedMeanPooling,
+        {},
+        {"sequence": normal(2, 6, HIDDEN), "padding_mask": padding},
+        expected_output_shape=(2, HIDDEN),
+        tmp_path=tmp_path,
+    )
+
+
+def test_masked_mean_pooling_averages_the_real_tokens_only():
+    sequence = normal(3, 5, HIDDEN)
+    padding = np.array([[1, 1, 0, 0, 0], [1, 1, 1, 1, 1], [0, 0, 0, 0, 0]], "int32")
+    pooled = numpy_of(MaskedMeanPooling()(sequence, padding))
+    np.testing.assert_allclose(pooled[0], sequence[0, :2].mean(0), rtol=1e-6)
+    np.testing.assert_allclose(pooled[1], sequence[1].mean(0), rtol=1e-6)
+    np.testing.assert_array_equal(pooled[2], np.zeros(HIDDEN))  # no real token: zeros
+    # What padding holds never reaches the result.
+    changed = sequence.copy()
+    changed[0, 2:] = 1e6
+    np.testing.assert_array_equal(numpy_of(MaskedMeanPooling()(changed, padding)), pooled)
+    # Under mixed precision the sum runs in float32: bfloat16 rounding of the result only.
+    mixed = MaskedMeanPooling(dtype="mixed_bfloat16")(sequence, padding)
+    assert keras.backend.standardize_dtype(mixed.dtype) == "bfloat16"
+    np.testing.assert_allclose(numpy_of(mixed).astype("float32"), pooled, rtol=1e-2, atol=1e-2)

@@ -123,6 +123,45 @@ def test_predict_gives_probabilities_for_every_text(trained):
     assert np.mean(probabilities.argmax(axis=1) == np.array(labels[:50])) >= 0.95
 
 
+@pytest.fixture(scope="module")
+def mean_pooled(tokenizer):
+    """A tiny BERT fine-tuned on the colour task through the mean of its tokens, and its
+    pooler's weights before."""
+    encoder = tiny_encoder(tokenizer)
+    pooler = [weight.copy() for weight in encoder.get_layer("pooler").get_weights()]
+    pipe = TextClassifier(
+        tokenizer, encoder, num_classes=3, seq_len=SEQ_LEN, labels=COLOURS, pooling="mean"
+    )
+    pipe.fit(colour_examples(512, seed=0), batch_size=32, epochs=3, learning_rate=2e-3, verbose=0)
+    return pipe, pooler
+
+
+def test_mean_pooling_classifies_from_the_mean_of_the_real_tokens(mean_pooled, tmp_path):
+    pipe, pooler = mean_pooled
+    texts, labels = colour_examples(200, seed=1)
+    assert pipe.evaluate((texts, labels), batch_size=64)["accuracy"] >= 0.95
+    # The logits are the head on the mean of sequence_output over the real tokens, by hand.
+    features = pipe.encode(texts[:8])
+    sequence = pipe.encoder(features)["sequence_output"].numpy()
+    real = features["padding_mask"].numpy()[:, :, None]
+    assert real.min() == 0  # the batch has padding, which must not count
+    mean = (sequence * real).sum(axis=1) / real.sum(axis=1)
+    kernel, bias = pipe.model.head.output_dense.get_weights()
+    logits = pipe.model(features)["logits"].numpy()
+    np.testing.assert_allclose(logits, mean @ kernel + bias, rtol=1e-5, atol=1e-5)
+    # Nothing reads the pooler: it is frozen, not trained.
+    for before, after in zip(pooler, pipe.encoder.get_layer("pooler").get_weights(), strict=True):
+        np.testing.assert_array_equal(before, after)
+    pipe.save(tmp_path / "classifier")
+    loaded = TextClassifier.load(tmp_path / "classifier")
+    assert loaded.options.pooling == "mean" and loaded.model.pooling == "mean"
+    np.testing.assert_allclose(loaded.predict(texts[:40]), pipe.predict(texts[:40]), atol=1e-6)
+    # Hugging Face's ...ForSequenceClassification reads the pooler: refused, nothing written.
+    with pytest.raises(ValueError, match="pooling='mean'"):
+        pipe.save_pretrained(tmp_path / "hf")
+    assert not (tmp_path / "hf").exists()
+
+
 # Data -------------------------------------------------------------------------------------------
 
 
@@ -458,6 +497,8 @@ def test_bad_pipeline_arguments_are_rejected(tokenizer):
         pipe.dataset((["a"], ["b"], [0]), 1)
     with pytest.raises(ValueError, match="num_classes"):
         TextClassifier(tokenizer, encoder, 1)
+    with pytest.raises(ValueError, match="pooling='max'"):
+        TextClassifier(tokenizer, encoder, 2, seq_len=SEQ_LEN, pooling="max")
     with pytest.raises(ValueError, match="2 names for num_classes=3"):
         TextClassifier(tokenizer, encoder, 3, seq_len=SEQ_LEN, labels=["a", "b"])
     other = WordPieceTokenizer(VOCABULARY + ["extra"])

@@ -52,8 +52,8 @@ def save_task_pretrained(directory, model, tokenizer=None, labels=None):
 
     Raises:
         ValueError: the model or its encoder has something Hugging Face's class cannot
-            express (another encoder, a pooler in the head, a weight with no place); the
-            message says which, and nothing is written.
+            express (another encoder, a pooler in the head, mean pooling, a weight with no
+            place); the message says which, and nothing is written.
     """
     family, architecture, entries, hf = task_checkpoint(model, tokenizer, labels)
     hf["architectures"] = [architecture]
@@ -85,6 +85,12 @@ def _task_entries(model, family, config):
     encoder, head = model.encoder, model.head
     entries = family.weight_map(encoder, config)
     if isinstance(model, SequenceClassifier):
+        if model.pooling != "pooled":
+            raise ValueError(
+                f"The classifier reads the mean of the tokens (pooling={model.pooling!r}), "
+                f"Hugging Face's {stem}ForSequenceClassification the pooler on [CLS]: "
+                "fine-tune with pooling='pooled' (`--pooling pooled`) for a folder it loads."
+            )
         pooler = encoder.get_layer("pooler")
         if pooler.activation is not keras.activations.tanh or not pooler.use_bias:
             raise ValueError(
