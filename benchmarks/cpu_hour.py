@@ -624,8 +624,39 @@ def main(argv=None):
             higher_is_better=False,
         )
     result = table(kept)
+    previous = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "cpu_hour.json")
+    if os.path.exists(previous):
+        with open(previous, encoding="utf-8") as file:
+            previous = json.load(file)
+        result["rows"], results.figures = carried_over(previous, kept, result, results.figures)
     results.add_table(result["title"], result["header"], result["rows"])
     results.write()
+
+
+def carried_over(previous, kept, result, figures):
+    """`(rows, figures)`: this table's rows and figures, with those of the families that have
+    no cell in --work taken as they were from the `previous` results (a family measured in
+    another run folder, e.g. on another machine of the kind, keeps its row when others are
+    measured again); rows in the order of `FAMILIES`."""
+    family_of = {name: family for family, name in NAMES.items()} | {NANOGPT: "gpt"}
+    old_rows = previous["tables"][0]["rows"] if previous.get("tables") else []
+    rows = []
+    for family in FAMILIES:
+        source = result["rows"] if family in kept else old_rows
+        rows += [row for row in source if family_of.get(row[0]) == family]
+    measured = {figure["measure"] for figure in figures}
+    figures = figures + [
+        figure
+        for figure in previous.get("figures", [])
+        if figure["measure"] not in measured
+        and not any(family in kept for family in _figure_families(figure["measure"]))
+    ]
+    return rows, figures
+
+
+def _figure_families(measure):
+    """The families whose cells a figure of `main` is computed from."""
+    return ("gpt",) if measure.startswith("GPT") else FAMILIES[:2]
 
 
 if __name__ == "__main__":

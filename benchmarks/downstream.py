@@ -134,7 +134,6 @@ def fine_tuned_accuracy(model, pretrained, data, flags, work):
     """Test metrics of `lmpipe finetune classify` (the CLI's own functions, in this process)
     from `pretrained` (`--from-scratch` for model "scratch") on `data`; with the settings."""
     from lmpipe.cli import finetune, runs
-    from lmpipe.pipelines import TextClassifier
 
     train_texts, train_labels, test_texts, test_labels = data
     flags = list(flags) + (["--from-scratch"] if model == "scratch" else [])
@@ -142,11 +141,7 @@ def fine_tuned_accuracy(model, pretrained, data, flags, work):
         arguments = cli_arguments(pretrained, out, flags)
         strategy = runs.start_strategy(arguments.strategy)
         class_names = tuple(sorted(set(train_labels)))
-        options = dict(seq_len=arguments.seq_len, labels=class_names, seed=arguments.seed)
-        classifier = finetune._fine_tuning_pipeline(
-            TextClassifier, arguments, len(class_names), **options
-        )
-        finetune.classify_schedule(arguments, len(train_texts), classifier.encoder_width)
+        classifier = finetune.classify_pipeline(arguments, class_names, len(train_texts))
         validation = None
         if getattr(arguments, "validation", None):
             raise SystemExit("error: --flags: the benchmark draws no --validation file")
@@ -156,7 +151,15 @@ def fine_tuned_accuracy(model, pretrained, data, flags, work):
         metrics = classifier.evaluate((test_texts, test_labels), batch_size=arguments.batch_size)
     settings = {
         name: getattr(arguments, name)
-        for name in ("learning_rate", "epochs", "batch_size", "seq_len", "patience", "monitor")
+        for name in (
+            "learning_rate",
+            "epochs",
+            "batch_size",
+            "seq_len",
+            "patience",
+            "monitor",
+            "pooling",
+        )
     }
     settings["flags"] = " ".join(flags)
     settings["epochs_run"] = len(history.history.get("loss", []))
@@ -342,13 +345,38 @@ def main():
     if arguments.quick or arguments.no_write:
         return
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from measure import Results
+    from measure import RESULTS_DIR, Results
 
+    # The results hold every cell: those not measured in --work keep their earlier value.
+    previous = os.path.join(RESULTS_DIR, "downstream.json")
+    carried = previous_cells(previous) if os.path.exists(previous) else {}
+    carried = {cell: record for cell, record in carried.items() if cell not in records}
+    if carried:
+        print(f"\n{len(carried)} cells not measured in {arguments.work}: their value in {previous}")
+    records = carried | records
     results = Results("downstream")
-    for measure_name, ratio, against, goal in comparisons(records, arguments.sets, arguments.sizes):
+    for measure_name, ratio, against, goal in comparisons(records):
         results.add(measure_name, ratio, against, goal=goal)
+    table = accuracy_table(records)
     results.add_table(table["title"], table["header"], table["rows"])
     results.write()
+
+
+def previous_cells(path):
+    """`{(set, size, model): {"accuracy": value, "carried": True}}`: the cells of the results
+    JSON at `path` (an earlier run's), read back from its table."""
+    with open(path, encoding="utf-8") as file:
+        table = json.load(file)["tables"][0]
+    set_of = {name: key for key, name in SET_NAMES.items()}
+    model_of = {name: key for key, name in MODEL_NAMES.items()}
+    size_of = {f"{_count(size)} labels": size for size in SIZES}
+    cells = {}
+    for row in table["rows"]:
+        for column, value in zip(table["header"][2:], row[2:], strict=True):
+            if value:
+                key = (set_of[row[0]], size_of[column], model_of[row[1]])
+                cells[key] = {"accuracy": float(value), "carried": True}
+    return cells
 
 
 if __name__ == "__main__":

@@ -133,6 +133,48 @@ def test_the_table_puts_each_mark_in_its_column_beside_nanogpt(cpu_hour):
     assert rows[cpu_hour.NANOGPT, "loss_per_character"][4] == "1.88 at ~3 min"
 
 
+def test_a_family_with_no_cell_here_keeps_its_previous_row_and_figures(cpu_hour):
+    def row(family, value):
+        return [cpu_hour.NAMES[family], "lmpipe pretrain", "metric", "", value, "", ""]
+
+    def figure(measure):
+        return {"measure": measure, "ratio": 1.0}
+
+    old_nanogpt = [cpu_hour.NANOGPT, "(published)", "loss_per_character", "", "1.88", "", ""]
+    previous = {
+        "tables": [
+            {
+                "rows": [
+                    row("bert", "old"),
+                    row("gpt", "old"),
+                    old_nanogpt,
+                    row("xlnet", "old"),
+                    row("elmo", "old"),
+                ]
+            }
+        ],
+        "figures": [
+            figure("held-out MLM perplexity after 10 min of 2 CPU cores"),
+            figure("GPT held-out loss per character after 10 min of 2 CPU cores"),
+        ],
+    }
+    kept = {"xlnet": {}, "bert": {}}
+    result = {"rows": [row("bert", "new"), row("xlnet", "new")]}
+    rows, figures = cpu_hour.carried_over(previous, kept, result, [])
+    # Measured here: the new rows; not measured here: the old ones, nanoGPT's beside GPT's.
+    assert rows == [
+        row("bert", "new"),
+        row("gpt", "old"),
+        old_nanogpt,
+        row("xlnet", "new"),
+        row("elmo", "old"),
+    ]
+    # The keras-hub ratio is not carried once BERT's cell is here (it would mismatch its row).
+    assert [figure["measure"] for figure in figures] == [
+        "GPT held-out loss per character after 10 min of 2 CPU cores"
+    ]
+
+
 @pytest.mark.slow
 def test_a_tiny_gpt_stops_at_its_budget_and_resumes_from_its_checkpoint(cpu_hour, tmp_path):
     out = str(tmp_path / "gpt")

@@ -32,7 +32,8 @@ def test_the_benchmark_reads_the_cli_defaults(downstream, tmp_path):
     from lmpipe.cli.main import build_parser
 
     parsed = build_parser().parse_args(["finetune", "classify", "--pretrained", "x", "--out", "y"])
-    for name in ("learning_rate", "epochs", "batch_size", "seq_len", "patience", "monitor"):
+    names = ("learning_rate", "epochs", "batch_size", "seq_len", "patience", "monitor", "pooling")
+    for name in names:
         assert getattr(arguments, name) == getattr(parsed, name)
     assert downstream.cli_arguments("x", "y", ["--epochs", "7"]).epochs == 7
 
@@ -63,6 +64,23 @@ def test_the_table_puts_each_cell_under_its_size_and_the_goals_start_at_300(down
     assert minilm_100 == (pytest.approx(0.8 / 0.9), None)
     main_300 = found["test accuracy, SpamAssassin ham/spam, 300 labels, README main job's model"]
     assert main_300 == (pytest.approx(1.2), "> 1x")
+
+
+def test_cells_not_measured_here_are_read_back_from_the_previous_results(downstream, tmp_path):
+    records = {
+        ("spam", "100", "minilm"): {"accuracy": 0.9516},
+        ("genres", "all", "tfidf"): {"accuracy": 0.666},
+        ("genres", "1000", "main"): {"accuracy": 0.5},
+    }
+    table = downstream.accuracy_table(records)
+    path = tmp_path / "downstream.json"
+    path.write_text(json.dumps({"tables": [table]}))
+    cells = downstream.previous_cells(str(path))
+    assert cells == {
+        cell: {"accuracy": round(record["accuracy"], 3), "carried": True}
+        for cell, record in records.items()
+    }
+    assert downstream.accuracy_table(cells) == table
 
 
 def test_cells_are_measured_once_and_kept(downstream, tiny_bert, tmp_path, monkeypatch):
