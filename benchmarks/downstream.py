@@ -352,9 +352,8 @@ def main():
     carried = previous_cells(previous) if os.path.exists(previous) else {}
     carried = {cell: record for cell, record in carried.items() if cell not in records}
     if carried:
-        print(
-            f"\n{len(carried)} cells not measured in {arguments.work}: as {os.path.relpath(previous)} held them"
-        )
+        shown = os.path.relpath(previous)
+        print(f"\n{len(carried)} cells not measured in {arguments.work}: as {shown} held them")
     records = carried | records
     results = Results("downstream")
     for measure_name, ratio, against, goal in comparisons(records):
