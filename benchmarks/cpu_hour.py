@@ -596,7 +596,7 @@ def main(argv=None):
     if arguments.quick or arguments.no_write:
         return
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from measure import Results
+    from measure import RESULTS_DIR, Results
 
     # Every kept cell, not only this invocation's families.
     kept = {
@@ -624,7 +624,7 @@ def main(argv=None):
             higher_is_better=False,
         )
     result = table(kept)
-    previous = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "cpu_hour.json")
+    previous = os.path.join(RESULTS_DIR, "cpu_hour.json")
     if os.path.exists(previous):
         with open(previous, encoding="utf-8") as file:
             previous = json.load(file)
