@@ -95,12 +95,7 @@ def add_parser(commands, common):
         learning_rate=5e-5,
         batch_help=f"global batch size (classify: {CLASSIFY_DEFAULTS['--batch-size'][1]} unless "
         "given)",
-        learning_rate_help="peak learning rate (classify, unless given: "
-        + ", ".join(
-            f"{rate:g} for an encoder {width:,}+ wide" if width else f"else {rate:g}"
-            for width, rate, _ in CLASSIFY_BY_WIDTH
-        )
-        + ")",
+        learning_rate_help=f"peak learning rate (classify, unless given: {_by_width(1)})",
     )
 
     classify = flags.add_verb(
@@ -138,11 +133,7 @@ def add_parser(commands, common):
         choices=["pooled", "mean"],
         help="the vector the classifier reads: pooled, [CLS] through the encoder's pooler (as "
         "Hugging Face's ForSequenceClassification models read it); mean, the mean of the "
-        "tokens' vectors (no Hugging Face export). Unless given: "
-        + ", ".join(
-            f"{pooling} for an encoder {width:,}+ wide" if width else f"else {pooling}"
-            for width, _, pooling in CLASSIFY_BY_WIDTH
-        ),
+        f"tokens' vectors (no Hugging Face export). Unless given: {_by_width(2)}",
     )
     classify.set_defaults(run=run_classify)
 
@@ -212,6 +203,14 @@ def add_parser(commands, common):
         help="questions may have no answer (SQuAD v2.0; on by itself when --train has some)",
     )
     spans.set_defaults(run=run_spans)
+
+
+def _by_width(column):
+    """Column `column` of `CLASSIFY_BY_WIDTH` (1: the rate, 2: the pooling) as help says it."""
+    return ", ".join(
+        f"{row[column]} for an encoder {row[0]:,}+ wide" if row[0] else f"else {row[column]}"
+        for row in CLASSIFY_BY_WIDTH
+    )
 
 
 def run_classify(arguments):

@@ -24,6 +24,7 @@ from lmpipe.contract import PADDING_MASK
 from lmpipe.datasets.corpora.corpus_mixture import CorpusMixture
 from lmpipe.datasets.examples.mixture import describe_shares, realized_shares
 from lmpipe.datasets.examples.packing import pack_texts
+from lmpipe.layers.mean_pooling import MaskedMeanPooling
 from lmpipe.models.configs import config_from_dict, config_to_dict
 from lmpipe.models.samplers import traced_function
 from lmpipe.pipelines import saved_pipeline
@@ -585,6 +586,7 @@ class EncoderPipeline(TokenizerPipeline):
         check_number("batch_size", batch_size, minimum=1, integer=True)
         encoder = self.encoder
         tokenizer, seq_len, layout = self.tokenizer, self.options.seq_len, self.packing_layout
+        mean = MaskedMeanPooling(dtype="float32")
 
         def make():
             @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
@@ -593,9 +595,7 @@ class EncoderPipeline(TokenizerPipeline):
                 outputs = encoder(features, training=False)
                 if pooling == "pooled":
                     return tf.cast(outputs["pooled_output"], tf.float32)
-                weights = tf.cast(features[PADDING_MASK], tf.float32)[:, :, None]
-                total = tf.reduce_sum(tf.cast(outputs["sequence_output"], tf.float32) * weights, 1)
-                return total / tf.reduce_sum(weights, axis=1)
+                return mean(outputs["sequence_output"], features[PADDING_MASK])
 
             return embed
 
